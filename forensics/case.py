@@ -1,0 +1,251 @@
+"""The case database: one DuckDB file holding every loaded row, with provenance.
+
+A case is opened (created if absent) with :func:`open_case`; loaders add evidence to it and
+queries read from it. The connection is configured so DuckDB never reaches for the network:
+extensions that are not built in fail fast instead of being downloaded.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from forensics import __version__
+from forensics.errors import CaseError
+
+if TYPE_CHECKING:
+    from forensics.sources.summary import IngestSummary
+
+SCHEMA_VERSION = "1"
+
+#: Default DuckDB memory limit; bounded so multi-GB inputs stream instead of exhausting RAM.
+DEFAULT_MEMORY_LIMIT = os.environ.get("FORENSICS_MEMORY_LIMIT", "768MB")
+
+
+def configure_connection(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    temp_directory: str | None = None,
+    threads: int | None = None,
+) -> None:
+    """Apply the toolkit's safety settings to a DuckDB connection.
+
+    Example:
+        >>> con = duckdb.connect()
+        >>> configure_connection(con)
+    """
+    # Never download or auto-load extensions: json, parquet and icu are built in; anything else
+    # must fail fast with a clear error rather than reach for the network mid-investigation.
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    con.execute("SET allow_community_extensions = false")
+    con.execute(f"SET memory_limit = '{_safe_setting(memory_limit)}'")
+    if temp_directory is not None:
+        con.execute(f"SET temp_directory = '{_safe_setting(temp_directory)}'")
+    if threads is not None:
+        con.execute(f"SET threads = {int(threads)}")
+    # All canonical timestamps are UTC; make TIMESTAMPTZ rendering and casts agree.
+    con.execute("SET TimeZone = 'UTC'")
+
+
+def _safe_setting(value: str) -> str:
+    # SET does not accept prepared parameters; refuse anything that could break out of the literal.
+    if "'" in value or "\n" in value:
+        raise CaseError(f"invalid setting value {value!r}", hint="remove quotes and newlines")
+    return value
+
+
+def schema_sql() -> str:
+    """Return the DDL of the case database (``forensics/schema.sql``).
+
+    Example:
+        >>> "CREATE TABLE IF NOT EXISTS gateway_requests" in schema_sql()
+        True
+    """
+    return resources.files("forensics").joinpath("schema.sql").read_text(encoding="utf-8")
+
+
+class Case:
+    """An open case database.
+
+    Example:
+        >>> case = Case(":memory:")
+        >>> case.sql("SELECT count(*) FROM gateway_requests").fetchone()
+        (0,)
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        memory_limit: str = DEFAULT_MEMORY_LIMIT,
+        threads: int | None = None,
+        now: dt.datetime | None = None,
+    ) -> None:
+        self.path = str(path)
+        self.read_only = read_only
+        #: injectable clock for evidence_files.ingested_at (golden tests pin it)
+        self.now = now
+        temp_dir: str | None = None
+        if self.path != ":memory:":
+            p = Path(self.path)
+            if read_only and not p.exists():
+                raise CaseError(
+                    f"case database {self.path} does not exist",
+                    hint="create it with 'forensics ingest CASE.duckdb --gateway ... --engine ...'",
+                )
+            if not read_only:
+                p.parent.mkdir(parents=True, exist_ok=True)
+            temp_dir = str(p.with_name(p.name + ".tmp"))
+        try:
+            self.con = duckdb.connect(self.path, read_only=read_only)
+        except duckdb.IOException as exc:
+            raise CaseError(
+                f"cannot open case database {self.path}: {exc}",
+                hint="is another process using it? close it or open read-only",
+            ) from exc
+        configure_connection(self.con, memory_limit=memory_limit, temp_directory=temp_dir, threads=threads)
+        if not read_only:
+            self._ensure_schema()
+
+    # -- schema ---------------------------------------------------------------------------------
+
+    def _ensure_schema(self) -> None:
+        self.con.execute(schema_sql())
+        self.con.execute(
+            "INSERT INTO schema_info VALUES ('schema_version', $v) ON CONFLICT (key) DO NOTHING",
+            {"v": SCHEMA_VERSION},
+        )
+        self.con.execute(
+            "INSERT INTO schema_info VALUES ('created_by', $v) ON CONFLICT (key) DO NOTHING",
+            {"v": f"forensics {__version__}"},
+        )
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def utcnow(self) -> dt.datetime:
+        """Return the injected clock or the current UTC time (naive, UTC)."""
+        if self.now is not None:
+            return self.now
+        return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+    def sql(self, query: str, params: dict[str, Any] | Sequence[Any] | None = None) -> duckdb.DuckDBPyRelation:
+        """Run SQL on the case and return a relation (``.df()``, ``.arrow()``, ``.fetchall()``).
+
+        Example:
+            >>> Case(":memory:").sql("SELECT 1 AS x").fetchall()
+            [(1,)]
+        """
+        if params is None:
+            return self.con.sql(query)
+        return self.con.sql(query, params=params)
+
+    def tables(self) -> list[str]:
+        """Names of the case's tables and views, sorted."""
+        rows = self.con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' ORDER BY 1"
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def has_rows(self, table: str) -> bool:
+        """True when ``table`` exists and has at least one row."""
+        if table not in self.tables():
+            return False
+        row = self.con.execute(f'SELECT EXISTS (SELECT 1 FROM "{table}")').fetchone()
+        return bool(row and row[0])
+
+    def close(self) -> None:
+        """Close the connection (the file stays)."""
+        self.con.close()
+
+    def __enter__(self) -> Case:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Case({self.path!r})"
+
+    # -- loaders (the sources stage does the work) -------------------------------------------------
+
+    def ingest_gateway(
+        self,
+        paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+        *,
+        format: str = "auto",
+        tz: str = "UTC",
+        quiet: bool = True,
+        **options: Any,
+    ) -> IngestSummary:
+        """Load gateway logs (files, directories or globs) into ``gateway_requests``.
+
+        Example:
+            >>> case = open_case("case.duckdb")                          # doctest: +SKIP
+            >>> case.ingest_gateway("logs/cloudflare/", format="cloudflare-http")  # doctest: +SKIP
+        """
+        from forensics.sources.gateway import ingest_gateway
+
+        return ingest_gateway(self, paths, format=format, tz=tz, quiet=quiet, **options)
+
+    def ingest_engine(
+        self,
+        paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+        *,
+        tz: str = "UTC",
+        quiet: bool = True,
+        **options: Any,
+    ) -> IngestSummary:
+        """Load SGLang engine and router logs into the engine tables.
+
+        Example:
+            >>> case = open_case("case.duckdb")                          # doctest: +SKIP
+            >>> case.ingest_engine(["prefill-0=logs/p0/"], tz="Asia/Singapore")  # doctest: +SKIP
+        """
+        from forensics.sources.engine import ingest_engine
+
+        return ingest_engine(self, paths, tz=tz, quiet=quiet, **options)
+
+
+def open_case(
+    path: str | os.PathLike[str],
+    *,
+    read_only: bool = False,
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    threads: int | None = None,
+    now: dt.datetime | None = None,
+) -> Case:
+    """Open (or create) a case database.
+
+    Example:
+        >>> case = open_case(":memory:")
+        >>> "evidence_files" in case.tables()
+        True
+    """
+    return Case(path, read_only=read_only, memory_limit=memory_limit, threads=threads, now=now)
+
+
+def as_case(case: Case | str | os.PathLike[str]) -> Case:
+    """Accept a :class:`Case` or a path (opened read-only) for the query functions.
+
+    Example:
+        >>> as_case(open_case(":memory:")).path
+        ':memory:'
+    """
+    if isinstance(case, Case):
+        return case
+    return open_case(case, read_only=True)

@@ -1,0 +1,226 @@
+"""The ``forensics`` command: thin faces over library calls.
+
+Each command parses its arguments, calls one library function and renders the result. Errors of
+the :class:`~forensics.errors.ForensicsError` family become one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from forensics import __version__
+from forensics.errors import ForensicsError, ParameterError
+
+
+class _Group(click.Group):
+    """Turn toolkit errors into a one-line message and a non-zero exit, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ForensicsError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(2)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="forensics")
+def cli() -> None:
+    """Which requests, and which customers, did an LLM-serving failure expose?
+
+    \b
+    Example:
+      forensics sample --out sample_data
+      forensics ingest case.duckdb --gateway sample_data/gateway --engine sample_data/engine --engine-tz Asia/Singapore
+      forensics affected case.duckdb --format csv -o affected.csv
+    """
+
+
+# -- sample -------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Directory to write the sample incident into.")
+@click.option("--requests", type=int, default=None, help="Number of requests (default: the bundled sample's size).")
+@click.option("--seed", type=int, default=None, help="Random seed (default: the bundled sample's seed).")
+def sample(out: Path, requests: int | None, seed: int | None) -> None:
+    """Generate the sample incident (logs in real formats plus truth.json).
+
+    \b
+    Example:
+      forensics sample --out sample_data
+      forensics sample --out /tmp/big --requests 1000000
+    """
+    from forensics.sample import generate
+
+    kwargs: dict[str, Any] = {}
+    if requests is not None:
+        kwargs["requests"] = requests
+    if seed is not None:
+        kwargs["seed"] = seed
+    truth = generate(out, **kwargs)
+    leaks = truth.get("leaks", [])
+    click.echo(
+        f"wrote sample incident to {out}: {truth.get('counts', {}).get('requests_total', '?')} requests, "
+        f"{len(leaks)} leaked responses (ground truth in {out / 'truth.json'})"
+    )
+
+
+# -- ingest -------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--gateway", "gateway", multiple=True, metavar="PATH",
+              help="Gateway log file, directory (recursive) or glob; repeatable.")
+@click.option("--gateway-format", default="auto", show_default=True, metavar="NAME",
+              help="Preset name, a mapping .toml file, or 'auto' to detect from content.")
+@click.option("--gateway-tz", default="UTC", show_default=True, metavar="TZ",
+              help="Zone of zone-less gateway timestamps (e.g. Europe/Berlin).")
+@click.option("--engine", "engine", multiple=True, metavar="[NODE=]PATH",
+              help="SGLang engine/router log file or directory; NODE=PATH names the node; repeatable.")
+@click.option("--engine-tz", default="UTC", show_default=True, metavar="TZ",
+              help="Zone of the engine's zone-less local timestamps (e.g. Asia/Singapore).")
+@click.option("--quiet", is_flag=True, help="No progress bar; print only the summary.")
+def ingest(
+    case_path: Path,
+    gateway: tuple[str, ...],
+    gateway_format: str,
+    gateway_tz: str,
+    engine: tuple[str, ...],
+    engine_tz: str,
+    quiet: bool,
+) -> None:
+    """Load gateway and/or engine logs into a case database (created if absent).
+
+    \b
+    Example:
+      forensics ingest case.duckdb --gateway logs/cloudflare/ --gateway-format cloudflare-http
+      forensics ingest case.duckdb --engine prefill-0=logs/p0/ --engine logs/decode/ --engine-tz Asia/Singapore
+    """
+    from forensics.case import open_case
+    from forensics.sources.summary import IngestSummary
+
+    if not gateway and not engine:
+        raise ParameterError("nothing to ingest", hint="pass --gateway PATH and/or --engine PATH")
+    summary = IngestSummary()
+    with open_case(case_path) as case:
+        if gateway:
+            summary.extend(case.ingest_gateway(list(gateway), format=gateway_format, tz=gateway_tz, quiet=quiet))
+        if engine:
+            summary.extend(case.ingest_engine(list(engine), tz=engine_tz, quiet=quiet))
+    click.echo(summary.render())
+    for warning in summary.warnings:
+        click.echo(f"warning: {warning}", err=True)
+
+
+# -- analysis -----------------------------------------------------------------------------------
+
+#: CLI command -> function name in forensics.analysis (and queries/<name>.sql)
+ANALYSIS_COMMANDS: dict[str, str] = {
+    "audit": "pool_audit",
+    "windows": "exposure_windows",
+    "affected": "affected_requests",
+    "tenants": "affected_tenants",
+    "mismatch": "token_mismatch",
+    "postfix": "post_fix_check",
+}
+
+
+def _parse_time(value: str | None, option: str) -> dt.datetime | None:
+    if value is None:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ParameterError(f"{option}: {value!r} is not an ISO 8601 time",
+                             hint="e.g. 2026-09-02T04:00:00Z") from exc
+    if t.tzinfo is not None:
+        t = t.astimezone(dt.UTC).replace(tzinfo=None)
+    return t
+
+
+def _analysis_command(command: str, func_name: str) -> None:
+    def run(
+        case_path: Path,
+        fmt: str,
+        out: Path | None,
+        limit_tokens: int | None,
+        start: str | None,
+        end: str | None,
+        node: str | None,
+        show_sql: bool,
+    ) -> None:
+        from forensics import analysis
+        from forensics.case import open_case
+        from forensics.outputs.export import write_output
+        from forensics.sqlfiles import load_query
+
+        func: Callable[..., Any] = getattr(analysis, func_name)
+        given = {
+            "limit_tokens": limit_tokens,
+            "start": _parse_time(start, "--start"),
+            "end": _parse_time(end, "--end"),
+            "node": node,
+        }
+        accepted = set(inspect.signature(func).parameters) - {"case"}
+        for key, value in given.items():
+            if value is not None and key not in accepted:
+                raise ParameterError(f"forensics {command} does not take --{key.replace('_', '-')}")
+        kwargs = {k: v for k, v in given.items() if k in accepted}
+        if show_sql:
+            click.echo(load_query(func_name).sql, err=True)
+        with open_case(case_path, read_only=True) as case:
+            rel = func(case, **kwargs)
+            params = analysis.parameters_used(case, func_name, **kwargs)
+            write_output(rel, fmt, out, params)
+        if out is not None:
+            click.echo(f"wrote {out}", err=True)
+
+    doc = (getattr(__import__("forensics.analysis", fromlist=[func_name]), func_name).__doc__ or "").strip()
+    summary_line = doc.splitlines()[0] if doc else func_name
+    run.__doc__ = (
+        f"{summary_line}\n\n"
+        f"Runs queries/{func_name}.sql (Python: forensics.{func_name}).\n\n"
+        f"\b\nExample:\n  forensics {command} case.duckdb\n"
+        f"  forensics {command} case.duckdb --format csv -o {func_name}.csv"
+    )
+    decorated = run
+    for deco in reversed(
+        [
+            cli.command(name=command),
+            click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path)),
+            click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]),
+                         default="table", show_default=True, help="Output format."),
+            click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path),
+                         help="Write to FILE instead of stdout."),
+            click.option("--limit-tokens", type=int, default=None,
+                         help="Override the admission limit derived from the logs."),
+            click.option("--start", default=None, help="Only from this UTC time (ISO 8601)."),
+            click.option("--end", default=None, help="Only before this UTC time (ISO 8601)."),
+            click.option("--node", default=None, help="Only this engine node."),
+            click.option("--show-sql", is_flag=True, help="Print the SQL run (to stderr)."),
+        ]
+    ):
+        decorated = deco(decorated)
+
+
+for _command, _func in ANALYSIS_COMMANDS.items():
+    _analysis_command(_command, _func)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``forensics`` console script."""
+    cli.main(args=argv, prog_name="forensics")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main(sys.argv[1:])

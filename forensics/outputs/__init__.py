@@ -1,0 +1,1 @@
+"""Outputs stage: tables in several formats, charts, the impact report, notification lists."""

@@ -1,0 +1,232 @@
+-- The case database schema: the canonical tables every loader writes and every query reads.
+-- All timestamps are TIMESTAMP (no zone) holding UTC. Every row keeps file_id + line_no, which
+-- point into evidence_files (path, sha256) and the 1-based physical line of the decompressed text
+-- (for CSV/JSON-array/Parquet sources: the 1-based record number, header excluded).
+-- Written as IF NOT EXISTS so opening an existing case is idempotent; a schema_version table
+-- records which toolkit version created it.
+
+CREATE TABLE IF NOT EXISTS schema_info (
+    key   VARCHAR PRIMARY KEY,   -- 'schema_version', 'created_by'
+    value VARCHAR
+);
+
+-- One row per source file read into the case (also files skipped as already ingested are NOT
+-- added again: idempotency is by sha256).
+CREATE TABLE IF NOT EXISTS evidence_files (
+    file_id          INTEGER PRIMARY KEY,  -- referenced by every loaded row
+    path             VARCHAR NOT NULL,     -- absolute path when ingested
+    sha256           VARCHAR NOT NULL,     -- of the file's bytes as stored (compressed if compressed)
+    size             BIGINT  NOT NULL,     -- bytes on disk
+    kind             VARCHAR NOT NULL,     -- 'gateway' | 'engine'
+    format           VARCHAR,              -- preset (cloudflare-http, litellm, ...), 'mapping:<file>', 'sglang', 'smg-router'
+    layer            VARCHAR,              -- gateway layer: edge, proxy, router, ...; 'engine' for engine logs
+    node             VARCHAR,              -- engine node name (engine files only)
+    compression      VARCHAR,              -- 'none' | 'gzip' | 'zstd' (by magic bytes)
+    tz               VARCHAR,              -- zone applied to zone-less timestamps of this file
+    lines_read       BIGINT,               -- physical lines (text) or records (CSV/JSON array/Parquet) read
+    rows_loaded      BIGINT,               -- rows written to canonical tables (duplicates excluded)
+    rows_rejected    BIGINT,               -- lines kept in rejected_lines
+    rows_duplicate   BIGINT,               -- records flagged as delivery-retry duplicates
+    complete         BOOLEAN,              -- false when the file was truncated/corrupt and only a prefix was read
+    warning          VARCHAR,              -- human-readable warning (e.g. truncated gzip), NULL if none
+    ingested_at      TIMESTAMP,            -- UTC wall clock of ingestion (injectable for tests)
+    toolkit_version  VARCHAR,              -- forensics.__version__
+    options          VARCHAR               -- JSON text: options used (format, tz, mapping, node, ...)
+);
+
+-- Lines or records that could not be parsed, with the reason; nothing read is ever dropped.
+CREATE TABLE IF NOT EXISTS rejected_lines (
+    file_id     INTEGER NOT NULL,  -- evidence_files.file_id
+    line_no     BIGINT  NOT NULL,  -- 1-based line (or record) number
+    reason      VARCHAR NOT NULL,  -- why it was rejected (e.g. 'invalid JSON', 'missing field status')
+    raw         BLOB,              -- the raw bytes, capped at 4 KiB
+    raw_length  BIGINT             -- the original length in bytes before capping
+);
+
+-- Canonical gateway request records, one per record of any front door (edge, proxy, router...).
+-- Duplicates (same layer, request_id, ts_start, ts_end: delivery retries) are kept, flagged.
+CREATE TABLE IF NOT EXISTS gateway_requests (
+    request_id         VARCHAR,    -- the layer's primary id (RayID, AI Gateway id, nginx request_id, LiteLLM request_id, ...)
+    header_request_id  VARCHAR,    -- a second id carried in a header (x-request-id) when distinct
+    tenant_id          VARCHAR,    -- customer / account / team, per the preset's rule
+    model              VARCHAR,    -- model name as logged
+    ts_start           TIMESTAMP,  -- request start, UTC
+    ts_end             TIMESTAMP,  -- request end, UTC (NULL if unknown)
+    ts_raw             VARCHAR,    -- the raw start value as logged
+    ts_precision       VARCHAR,    -- 's' | 'ms' | 'us' | 'ns': resolution of the source value
+    ts_zone_assumed    VARCHAR,    -- zone used for a zone-less value (NULL when the value carried a zone or was epoch)
+    method             VARCHAR,    -- HTTP method
+    path               VARCHAR,    -- request path (no query string secrets are added)
+    status             INTEGER,    -- HTTP status returned to the client
+    prompt_tokens      BIGINT,     -- input tokens as reported by this layer (NULL if not reported)
+    completion_tokens  BIGINT,     -- output tokens as reported by this layer
+    tokens_source      VARCHAR,    -- 'gateway' (reported by this layer), 'estimated', or NULL
+    request_bytes      BIGINT,     -- request size in bytes when logged
+    response_bytes     BIGINT,     -- response size in bytes when logged
+    streamed           BOOLEAN,    -- response was streamed (SSE), NULL if unknown
+    in_band_error      VARCHAR,    -- error message found inside a 2xx body/SSE stream, NULL if none/unknown
+    upstream           VARCHAR,    -- upstream/origin that served it (IP, host, api_base, ...)
+    layer              VARCHAR,    -- 'edge', 'proxy', 'router', ... (from the preset or --layer)
+    source_format      VARCHAR,    -- preset or mapping that produced the row
+    is_duplicate       BOOLEAN NOT NULL DEFAULT false,  -- a delivery-retry copy of an earlier row
+    file_id            INTEGER NOT NULL,
+    line_no            BIGINT  NOT NULL
+);
+
+-- One row per engine start (a startup sequence in the logs): the configuration in force from
+-- this start until the node's next start.
+CREATE TABLE IF NOT EXISTS engine_starts (
+    node                  VARCHAR NOT NULL,
+    start_seq             INTEGER NOT NULL,  -- 1, 2, ... per node in time order
+    ts_start              TIMESTAMP,         -- first line of the startup sequence, UTC
+    ts_ready              TIMESTAMP,         -- 'The server is fired up and ready to roll!', UTC
+    ts_inferred           BOOLEAN,           -- ts_start was inferred (no timestamp on the line)
+    role                  VARCHAR,           -- 'prefill' | 'decode' | 'unified'
+    role_source           VARCHAR,           -- 'server_args' | 'batch_lines' | 'default'
+    context_len           BIGINT,            -- effective context length (the context_len= line)
+    max_total_num_tokens  BIGINT,            -- KV pool size in tokens
+    admission_limit       BIGINT,            -- min(context_len - 1, max_total_num_tokens - 1) - 5: prompts >= this are rejected by the scheduler
+    context_length_arg    BIGINT,            -- --context-length as given in server_args (often NULL)
+    chunked_prefill_size  BIGINT,
+    max_prefill_tokens    BIGINT,
+    max_running_requests  BIGINT,
+    tp_size               INTEGER,
+    dp_size               INTEGER,
+    model_path            VARCHAR,
+    kv_dtype              VARCHAR,           -- from 'KV Cache is allocated. dtype: ...' or server_args kv_cache_dtype
+    kv_cache_tokens       BIGINT,            -- '#tokens' of the KV Cache line (rank 0 / first seen)
+    kv_pool_warning       BOOLEAN,           -- 0.5.23+ 'KV pool holds N tokens, fewer than --context-length' seen
+    allow_auto_truncate   BOOLEAN,
+    kv_checksum_enabled   BOOLEAN,           -- --disaggregation-enable-kv-checksum / --kv-canary in server_args
+    server_args           VARCHAR,           -- JSON text of the parsed server arguments
+    file_id               INTEGER,           -- where the max_total_num_tokens line is (else the first startup line)
+    line_no               BIGINT
+);
+
+-- Scheduler batch lines ('Prefill batch.' / 'Decode batch,' ...): load over time.
+CREATE TABLE IF NOT EXISTS engine_batches (
+    node          VARCHAR NOT NULL,
+    ts            TIMESTAMP,
+    ts_inferred   BOOLEAN,
+    ranks         VARCHAR,     -- rank tags sorted canonically, e.g. 'DP0 TP0' (NULL if none)
+    kind          VARCHAR,     -- 'prefill' | 'decode'
+    iter          BIGINT,      -- [iter] when printed
+    new_seq       BIGINT,      -- #new-seq
+    new_token     BIGINT,      -- #new-token
+    cached_token  BIGINT,      -- #cached-token
+    num_token     BIGINT,      -- #token (decode)
+    running_req   BIGINT,      -- #running-req
+    queue_req     BIGINT,      -- #queue-req
+    token_usage   DOUBLE,      -- 'token usage' (fraction of this node's pool)
+    throughput    DOUBLE,      -- input or gen throughput (token/s)
+    fields        MAP(VARCHAR, VARCHAR),  -- every key: value pair as printed
+    file_id       INTEGER NOT NULL,
+    line_no       BIGINT NOT NULL
+);
+
+-- Request records: Receive/Finish text or JSON lines, metrics-file records, ReqTimeStats lines.
+-- Prompt and output text are NEVER stored.
+CREATE TABLE IF NOT EXISTS engine_requests (
+    node                VARCHAR NOT NULL,
+    ts                  TIMESTAMP,
+    ts_inferred         BOOLEAN,
+    kind                VARCHAR,   -- 'received' | 'finished' | 'metrics' | 'time_stats'
+    rid                 VARCHAR,   -- engine request id (per node unless the client sent one)
+    bootstrap_host      VARCHAR,
+    bootstrap_port      INTEGER,
+    bootstrap_room      BIGINT,    -- joins prefill to decode (with bootstrap_host)
+    stream              BOOLEAN,
+    header_request_id   VARCHAR,   -- x-request-id (or x-correlation-id, x-trace-id, request-id) header if logged
+    headers             VARCHAR,   -- JSON text of the logged headers
+    prompt_tokens       BIGINT,    -- meta_info prompt_tokens / metrics prompt_tokens
+    completion_tokens   BIGINT,
+    cached_tokens       BIGINT,
+    finish_type         VARCHAR,   -- 'stop' | 'length' | 'abort' | ...
+    finish_length       BIGINT,    -- finish_reason length (0 for the placeholder path)
+    finish_status_code  INTEGER,   -- finish_reason status_code (aborts)
+    finish_message      VARCHAR,   -- finish_reason message (engine text, not prompt)
+    e2e_latency         DOUBLE,    -- seconds
+    input_len           BIGINT,    -- time stats input_len
+    output_len          BIGINT,    -- time stats output_len
+    stats_type          VARCHAR,   -- time stats type: 'prefill' | 'decode' | ...
+    is_health_check     BOOLEAN,   -- HEALTH_CHECK_ rid, room 0 or host 2.2.2.2
+    file_id             INTEGER NOT NULL,
+    line_no             BIGINT NOT NULL
+);
+
+-- Rejections and length warnings.
+CREATE TABLE IF NOT EXISTS engine_rejections (
+    node          VARCHAR NOT NULL,
+    ts            TIMESTAMP,
+    ts_inferred   BOOLEAN,
+    ranks         VARCHAR,
+    kind          VARCHAR,   -- 'input_length' (scheduler, placeholder path) | 'auto_truncate' | 'pd_capacity' | 'context_length'
+    rid           VARCHAR,
+    input_tokens  BIGINT,
+    limit_tokens  BIGINT,
+    message       VARCHAR,   -- the line's message (engine text, capped at 1 KiB)
+    file_id       INTEGER NOT NULL,
+    line_no       BIGINT NOT NULL
+);
+
+-- Transfer and integrity events (KV transfer failures, timeouts, checksum/corruption, router PD errors).
+CREATE TABLE IF NOT EXISTS engine_events (
+    node            VARCHAR NOT NULL,
+    ts              TIMESTAMP,
+    ts_inferred     BOOLEAN,
+    ranks           VARCHAR,
+    kind            VARCHAR,   -- prefill_transfer_failed | decode_transfer_failed | kvpoll_timeout | bootstrap_failed |
+                               -- transfer_backend_error | kv_checksum_mismatch | context_corruption | kv_verified | router_pd_error
+    rid             VARCHAR,
+    bootstrap_room  BIGINT,
+    status          INTEGER,   -- HTTP status when the event carries one (router PD errors)
+    message         VARCHAR,   -- capped at 1 KiB
+    file_id         INTEGER NOT NULL,
+    line_no         BIGINT NOT NULL
+);
+
+-- Uvicorn access lines inside the engine (no request id is logged there).
+CREATE TABLE IF NOT EXISTS engine_http (
+    node          VARCHAR NOT NULL,
+    ts            TIMESTAMP,
+    ts_inferred   BOOLEAN,
+    client        VARCHAR,   -- ip:port
+    method        VARCHAR,
+    path          VARCHAR,
+    http_version  VARCHAR,
+    status        INTEGER,
+    file_id       INTEGER NOT NULL,
+    line_no       BIGINT NOT NULL
+);
+
+-- smg / sglang_router_rs request lines.
+CREATE TABLE IF NOT EXISTS router_requests (
+    node         VARCHAR NOT NULL,
+    ts           TIMESTAMP,   -- routers log UTC
+    level        VARCHAR,     -- INFO | WARN | ERROR | DEBUG
+    request_id   VARCHAR,
+    method       VARCHAR,
+    uri          VARCHAR,
+    status       INTEGER,
+    latency_us   BIGINT,      -- microseconds
+    target       VARCHAR,     -- e.g. smg::response
+    message      VARCHAR,
+    file_id      INTEGER NOT NULL,
+    line_no      BIGINT NOT NULL
+);
+
+-- Every other engine/router line, by kind, so nothing read is lost (text capped at 1 KiB).
+CREATE TABLE IF NOT EXISTS engine_other_lines (
+    node              VARCHAR NOT NULL,
+    ts                TIMESTAMP,
+    ts_inferred       BOOLEAN,
+    kind              VARCHAR,   -- 'startup' | 'traceback' | 'health' | 'noise' | 'unrecognised' | ...
+    attached_to_line  BIGINT,    -- for traceback continuation lines: the line they belong to
+    text              VARCHAR,
+    file_id           INTEGER NOT NULL,
+    line_no           BIGINT NOT NULL
+);
+
+-- The analysis view of gateway records: delivery-retry duplicates excluded (still in the table).
+CREATE OR REPLACE VIEW gateway_requests_unique AS
+SELECT * FROM gateway_requests WHERE NOT is_duplicate;

@@ -1,0 +1,6 @@
+"""Sources stage: read gateway and engine logs into the case database, with provenance.
+
+* :mod:`forensics.sources.files`   - path expansion, hashing, compression, evidence registration
+* :mod:`forensics.sources.gateway` - gateway presets and TOML mappings -> ``gateway_requests``
+* :mod:`forensics.sources.engine`  - SGLang engine and router logs -> ``engine_*`` tables
+"""

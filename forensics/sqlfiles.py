@@ -1,0 +1,148 @@
+"""Find, parse and run the ``.sql`` files of ``queries/``.
+
+Each query file holds one query and a header comment::
+
+    -- affected_requests: the 200 responses that should have been 400.
+    -- param $limit_tokens BIGINT: admission limit override (NULL: derived per node start)
+    -- param $start TIMESTAMP: only requests at or after this UTC time (NULL: no bound)
+
+Values are bound with DuckDB ``$name`` parameters, never string formatting. The files are found
+in the installed wheel (``forensics/queries/``, package data) or, in an editable checkout, in the
+repository's top-level ``queries/`` directory.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from forensics.errors import QueryError
+
+_PARAM_DECL = re.compile(r"^--\s*param\s+\$(\w+)\s+([\w\[\]]+)\s*:\s*(.*)$")
+_PARAM_USE = re.compile(r"(?<![\w$:])\$([A-Za-z_]\w*)")
+
+
+@dataclass(frozen=True)
+class QueryParam:
+    """One declared ``$name`` parameter of a query file."""
+
+    name: str
+    type: str
+    description: str
+
+
+@dataclass(frozen=True)
+class QueryFile:
+    """A parsed query file.
+
+    Example:
+        >>> q = load_query("pool_audit")                   # doctest: +SKIP
+        >>> [p.name for p in q.params]                      # doctest: +SKIP
+        ['limit_tokens', 'node']
+    """
+
+    name: str
+    purpose: str
+    params: tuple[QueryParam, ...]
+    sql: str
+    source: str
+
+    @property
+    def param_names(self) -> list[str]:
+        return [p.name for p in self.params]
+
+    def used_params(self) -> set[str]:
+        """The ``$name`` placeholders used in the SQL body (comments and strings excluded)."""
+        body = _strip_comments_and_strings(self.sql)
+        return set(_PARAM_USE.findall(body))
+
+
+def _strip_comments_and_strings(sql: str) -> str:
+    out = re.sub(r"--[^\n]*", " ", sql)
+    out = re.sub(r"/\*.*?\*/", " ", out, flags=re.S)
+    return re.sub(r"'(?:[^']|'')*'", "''", out)
+
+
+def queries_dir() -> Traversable:
+    """Where the query files are: the wheel's package data, else the checkout's ``queries/``.
+
+    Example:
+        >>> queries_dir().joinpath("pool_audit.sql").is_file()   # doctest: +SKIP
+        True
+    """
+    packaged = resources.files("forensics").joinpath("queries")
+    if packaged.is_dir():
+        return packaged
+    checkout = Path(__file__).resolve().parent.parent / "queries"
+    if checkout.is_dir():
+        return checkout
+    raise QueryError(
+        "the queries/ directory was not found next to the package or inside it",
+        hint="reinstall forensics (pip install .) or run from a checkout",
+    )
+
+
+def query_names() -> list[str]:
+    """Names of all query files, sorted."""
+    return sorted(
+        p.name[: -len(".sql")] for p in queries_dir().iterdir() if p.name.endswith(".sql")
+    )
+
+
+@cache
+def load_query(name: str) -> QueryFile:
+    """Read and parse ``queries/<name>.sql``.
+
+    Example:
+        >>> load_query("no_such_query")
+        Traceback (most recent call last):
+        ...
+        forensics.errors.QueryError: query file no_such_query.sql not found (known: ...)
+    """
+    f = queries_dir().joinpath(f"{name}.sql")
+    if not f.is_file():
+        raise QueryError(f"query file {name}.sql not found (known: {', '.join(query_names())})")
+    text = f.read_text(encoding="utf-8")
+    purpose = ""
+    params: list[QueryParam] = []
+    for line in text.splitlines():
+        if not line.startswith("--"):
+            if line.strip():
+                break
+            continue
+        m = _PARAM_DECL.match(line.strip())
+        if m:
+            params.append(QueryParam(m.group(1), m.group(2), m.group(3).strip()))
+        elif not purpose:
+            purpose = line.lstrip("-").strip()
+    return QueryFile(name=name, purpose=purpose, params=tuple(params), sql=text, source=str(f))
+
+
+def run_query(
+    con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]
+) -> duckdb.DuckDBPyRelation:
+    """Run a query file with exactly its declared parameters bound.
+
+    Example:
+        >>> run_query(con, "pool_audit", {"limit_tokens": None, "node": None})  # doctest: +SKIP
+    """
+    q = load_query(name)
+    declared = set(q.param_names)
+    given = set(params)
+    if declared != given:
+        raise QueryError(
+            f"query {name}.sql declares parameters {sorted(declared)} but was called with {sorted(given)}",
+            where=q.source,
+        )
+    sql = q.sql.strip().rstrip(";")
+    try:
+        return con.sql(sql, params=params) if params else con.sql(sql)
+    except duckdb.Error as exc:
+        raise QueryError(f"query {name} failed: {exc}", where=q.source) from exc
