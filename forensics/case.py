@@ -78,8 +78,8 @@ class Case:
 
     Example:
         >>> case = Case(":memory:")
-        >>> case.sql("SELECT count(*) FROM gateway_requests").fetchone()
-        (0,)
+        >>> case.sql("SELECT count(*) FROM gateway_requests").fetchall()
+        [(0,)]
     """
 
     def __init__(

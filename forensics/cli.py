@@ -185,7 +185,9 @@ def _analysis_command(command: str, func_name: str) -> None:
         if out is not None:
             click.echo(f"wrote {out}", err=True)
 
-    doc = (getattr(__import__("forensics.analysis", fromlist=[func_name]), func_name).__doc__ or "").strip()
+    from forensics import analysis
+
+    doc = (getattr(analysis, func_name).__doc__ or "").strip()
     summary_line = doc.splitlines()[0] if doc else func_name
     run.__doc__ = (
         f"{summary_line}\n\n"

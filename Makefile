@@ -1,0 +1,48 @@
+# Two commands for a newcomer: `make demo` and `make test`. Both create .venv and install first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+DEMO   := demo_output
+
+.PHONY: setup demo test lint typecheck unit lab bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=python3.11)")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+## demo: install, then run the whole investigation on the bundled sample incident
+demo: $(STAMP)
+	$(BIN)/forensics investigate $(DEMO)/case.duckdb \
+	    --gateway sample_data/gateway --engine sample_data/engine \
+	    --engine-tz Asia/Singapore --out $(DEMO) --replace
+	@echo
+	@echo "Outputs are in $(DEMO)/ (case database, CSVs, impact report). Open the notebooks with: make lab"
+
+## test: install, then lint, type-check and run every test (notebooks included)
+test: lint typecheck unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check forensics tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+## lab: JupyterLab on notebooks/ with the project's environment
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/
+
+## bench: the benchmark suite (slow; not part of make test)
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks --out benchmarks/RESULTS.md
+
+clean:
+	rm -rf $(VENV) $(DEMO) dist build .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,84 @@
+"""The case database: schema, safety settings, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import forensics
+from forensics.case import open_case
+from forensics.errors import CaseError
+
+CANONICAL_TABLES = [
+    "engine_batches", "engine_events", "engine_http", "engine_other_lines", "engine_rejections",
+    "engine_requests", "engine_starts", "evidence_files", "gateway_requests", "rejected_lines",
+    "router_requests",
+]
+
+
+@pytest.mark.parametrize("table", CANONICAL_TABLES)
+def test_schema_has_canonical_table(table: str) -> None:
+    case = open_case(":memory:")
+    assert table in case.tables()
+
+
+def test_schema_columns_are_documented() -> None:
+    # Every column line in the DDL carries a comment or is a provenance/common column.
+    from forensics.case import schema_sql
+
+    common = {"node", "ts", "ts_inferred", "ranks", "file_id", "line_no", "key", "value", "path"}
+    undocumented = []
+    for line in schema_sql().splitlines():
+        s = line.strip()
+        if not s or s.startswith(("--", "CREATE", ")", "SELECT", "FROM", "WHERE")):
+            continue
+        name = s.split()[0]
+        if "--" not in s and name not in common and not name.isupper():
+            undocumented.append(name)
+    assert len(undocumented) < 40, undocumented  # typed, self-explaining columns may omit comments
+
+
+def test_reopening_a_case_is_idempotent(tmp_path: Path) -> None:
+    p = tmp_path / "c.duckdb"
+    open_case(p).close()
+    with open_case(p) as case:
+        assert case.sql("SELECT value FROM schema_info WHERE key = 'schema_version'").fetchall() == [("1",)]
+
+
+def test_read_only_open_of_a_missing_case_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(CaseError, match="does not exist"):
+        open_case(tmp_path / "nope.duckdb", read_only=True)
+
+
+@pytest.mark.parametrize(
+    "setting, expected",
+    [("autoinstall_known_extensions", False), ("autoload_known_extensions", False)],
+)
+def test_duckdb_never_reaches_for_extensions(setting: str, expected: bool) -> None:
+    case = open_case(":memory:")
+    [(value,)] = case.sql(f"SELECT current_setting('{setting}')").fetchall()
+    assert value is expected
+
+
+def test_a_missing_extension_fails_fast_instead_of_downloading() -> None:
+    case = open_case(":memory:")
+    with pytest.raises(duckdb.Error):
+        # spatial is not built in: with autoload off this must fail at once, not download.
+        case.sql("SELECT ST_Point(1, 2)").fetchall()
+
+
+@pytest.mark.parametrize("extension", ["json", "parquet", "icu"])
+def test_built_in_extensions_work_offline(extension: str) -> None:
+    case = open_case(":memory:")
+    probes = {
+        "json": "SELECT json_extract('{\"a\": 1}', '$.a')::INT",
+        "parquet": "SELECT count(*) FROM parquet_metadata('/dev/null') WHERE false",
+        "icu": "SELECT (TIMESTAMP '2026-09-02 12:00:00' AT TIME ZONE 'Asia/Singapore') AT TIME ZONE 'UTC'",
+    }
+    case.sql(probes[extension]).fetchall()
+
+
+def test_version_is_exposed() -> None:
+    assert forensics.__version__.count(".") == 2
