@@ -1,0 +1,332 @@
+"""Command line, data sets, scheduling and statistics of the benchmark suite.
+
+Every measured step runs in a fresh Python process (:mod:`benchmarks.steps`), so one step's
+memory does not inflate the next one's peak RSS and no cache survives between runs except the
+operating system's page cache (all runs are warm-cache runs; the first run of a scale reads the
+freshly generated files, which are also in the page cache).
+
+Example:
+    python -m benchmarks                          # 100k and 1m, 3 runs, benchmarks/RESULTS.md
+    python -m benchmarks --scale 100k --runs 1    # quick look
+    python -m benchmarks --with-10m               # adds the 10 M-request incident
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks import report
+from benchmarks.layout import Manifest, build_manifest, load_manifest, save_manifest
+from benchmarks.steps import RESULT_MARKER, available_analysis
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent
+DEFAULT_SCALES = ("100k", "1m")
+DEFAULT_SEED = 20260909
+STEP_GROUPS = ("gateway", "engine", "e2e", "analysis", "pandas")
+
+_SCALE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
+
+
+def parse_scale(text: str) -> tuple[str, int]:
+    """Parse ``100k``, ``1m``, ``2.5m`` or ``2000`` into ``(label, requests)``.
+
+    Example:
+        >>> parse_scale("1m"), parse_scale("2000"), parse_scale("2.5M")
+        (('1m', 1000000), ('2000', 2000), ('2.5m', 2500000))
+    """
+    m = _SCALE_RE.match(text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"bad scale {text!r} (use e.g. 100k, 1m, 10m or 2000)")
+    number, unit = float(m.group(1)), m.group(2).lower()
+    requests = round(number * {"": 1, "k": 1_000, "m": 1_000_000}[unit])
+    if requests < 100:
+        raise argparse.ArgumentTypeError(f"scale {text!r} is too small (at least 100 requests)")
+    label = f"{m.group(1)}{unit}"
+    return label, requests
+
+
+@dataclass
+class Options:
+    """Resolved options of one suite run."""
+
+    scales: list[tuple[str, int]]
+    runs: int
+    pandas_runs: int
+    out: Path
+    data_dir: Path
+    work_dir: Path
+    seed: int
+    groups: tuple[str, ...]
+    regenerate: bool = False
+    timeout_s: float = 7200.0
+    note: str = ""
+    notes_file: Path | None = None
+    json_out: Path | None = None
+    keep_work: bool = False
+    quiet: bool = False
+
+
+@dataclass
+class Suite:
+    """Everything measured in one suite run (input of the report)."""
+
+    options: Options
+    started: dt.datetime
+    finished: dt.datetime | None = None
+    machine: dict[str, Any] = field(default_factory=dict)
+    manifests: dict[str, Manifest] = field(default_factory=dict)
+    results: list[dict[str, Any]] = field(default_factory=list)
+    analysis_functions: list[str] = field(default_factory=list)
+    correctness: dict[str, dict[str, Any]] = field(default_factory=dict)
+    load_before: tuple[float, float, float] | None = None
+    load_after: tuple[float, float, float] | None = None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``python -m benchmarks`` argument parser."""
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description=(
+            "Benchmark the forensics toolkit against bare DuckDB loads and a plain pandas "
+            "analysis on generated incidents; writes a Markdown report."
+        ),
+        epilog="Example: python -m benchmarks --scale 100k --scale 1m --runs 3 --out benchmarks/RESULTS.md",
+    )
+    p.add_argument("--scale", action="append", default=None, metavar="N",
+                   help="incident size in requests: 100k, 1m, 10m, 2000 ... (repeatable or "
+                        "comma-separated; default: 100k and 1m)")
+    p.add_argument("--with-10m", action="store_true", help="also run the 10 M-request incident")
+    p.add_argument("--runs", type=int, default=3, help="measured runs per step (default 3; median reported)")
+    p.add_argument("--pandas-runs", type=int, default=None,
+                   help="runs of the pandas reference (default: --runs)")
+    p.add_argument("--out", type=Path, default=PACKAGE_DIR / "RESULTS.md", help="report path")
+    p.add_argument("--json", dest="json_out", type=Path, default=None,
+                   help="also write the raw measurements as JSON (default: <data-dir>/last-results.json)")
+    p.add_argument("--data-dir", type=Path, default=PACKAGE_DIR / ".data",
+                   help="where generated incidents are cached (default benchmarks/.data)")
+    p.add_argument("--work-dir", type=Path, default=None,
+                   help="scratch space for case databases (default <data-dir>/work)")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="generator seed")
+    p.add_argument("--steps", default=",".join(STEP_GROUPS),
+                   help=f"comma-separated step groups to run, of {', '.join(STEP_GROUPS)} (default: all)")
+    p.add_argument("--regenerate", action="store_true", help="regenerate the data sets even if cached")
+    p.add_argument("--timeout", type=float, default=7200.0, help="per-step timeout in seconds")
+    p.add_argument("--note", default="", help="free text for the report (e.g. 'machine shared with other jobs')")
+    p.add_argument("--notes-file", type=Path, default=None,
+                   help="Markdown file inserted into the report as the 'Analysis' section")
+    p.add_argument("--keep-work", action="store_true", help="keep the scratch case databases")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return p
+
+
+def resolve_options(args: argparse.Namespace) -> Options:
+    """Turn parsed arguments into :class:`Options`."""
+    raw = args.scale or list(DEFAULT_SCALES)
+    scales: list[tuple[str, int]] = []
+    for item in raw:
+        for part in str(item).split(","):
+            if part.strip():
+                scales.append(parse_scale(part))
+    if args.with_10m:
+        scales.append(parse_scale("10m"))
+    by_size: dict[int, tuple[str, int]] = {}
+    for s in scales:
+        by_size.setdefault(s[1], s)
+    scales = [by_size[n] for n in sorted(by_size)]
+    groups = tuple(g.strip() for g in args.steps.split(",") if g.strip())
+    unknown = [g for g in groups if g not in STEP_GROUPS]
+    if unknown:
+        raise SystemExit(f"unknown step group(s) {unknown}; choose from {', '.join(STEP_GROUPS)}")
+    if args.runs < 1:
+        raise SystemExit("--runs must be at least 1")
+    data_dir = args.data_dir.resolve()
+    return Options(
+        scales=scales,
+        runs=args.runs,
+        pandas_runs=args.pandas_runs if args.pandas_runs is not None else args.runs,
+        out=args.out.resolve(),
+        data_dir=data_dir,
+        work_dir=(args.work_dir or data_dir / "work").resolve(),
+        seed=args.seed,
+        groups=groups,
+        regenerate=args.regenerate,
+        timeout_s=args.timeout,
+        note=args.note,
+        notes_file=args.notes_file,
+        json_out=(args.json_out or data_dir / "last-results.json").resolve(),
+        keep_work=args.keep_work,
+        quiet=args.quiet,
+    )
+
+
+# -- child processes ----------------------------------------------------------------------------
+
+
+def _log(opts: Options, msg: str) -> None:
+    if not opts.quiet:
+        stamp = dt.datetime.now().strftime("%H:%M:%S")
+        print(f"[bench {stamp}] {msg}", file=sys.stderr, flush=True)
+
+
+def run_child(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """Run one step in a fresh interpreter and return its result record."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
+    env.setdefault("PYTHONHASHSEED", "0")
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "benchmarks.steps", json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env,
+            cwd=str(REPO_ROOT),
+        )
+    except subprocess.TimeoutExpired:
+        return {"step": spec["step"], "params": spec.get("params", {}), "ok": False,
+                "error": f"timed out after {timeout_s:.0f} s"}
+    process_s = time.perf_counter() - t0
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(RESULT_MARKER):
+            rec: dict[str, Any] = json.loads(line[len(RESULT_MARKER):])
+            rec["process_s"] = process_s
+            return rec
+    tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-5:]
+    return {"step": spec["step"], "params": spec.get("params", {}), "ok": False,
+            "error": f"child exited {proc.returncode} without a result: {' | '.join(tail)}"}
+
+
+# -- data sets ----------------------------------------------------------------------------------
+
+
+def ensure_data(opts: Options, label: str, requests: int) -> tuple[Path, Manifest]:
+    """Return the cached data set of this scale, generating it (in a child) if missing."""
+    target = opts.data_dir / label
+    manifest = load_manifest(target) if target.is_dir() else None
+    stale = manifest is not None and (manifest.requests != requests or manifest.seed != opts.seed)
+    if manifest is not None and not stale and not opts.regenerate:
+        _log(opts, f"{label}: using cached data set {target}")
+        return target, manifest
+    if target.exists():
+        shutil.rmtree(target)
+    partial = opts.data_dir / f".{label}.partial"
+    if partial.exists():
+        shutil.rmtree(partial)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    _log(opts, f"{label}: generating {requests:,} requests (seed {opts.seed}) into {target}")
+    rec = run_child(
+        {"step": "generate", "data_dir": str(partial), "work_dir": str(opts.work_dir),
+         "params": {"out": str(partial), "requests": requests, "seed": opts.seed}},
+        opts.timeout_s,
+    )
+    if not rec.get("ok"):
+        raise SystemExit(f"generating the {label} data set failed: {rec.get('error')}\n{rec.get('traceback', '')}")
+    os.replace(partial, target)
+    manifest = build_manifest(target, label, requests, opts.seed)
+    manifest.generate_s = rec.get("wall_s")
+    manifest.generate_peak_rss = rec.get("peak_rss")
+    save_manifest(target, manifest)
+    _log(opts, f"{label}: generated in {rec.get('wall_s', 0):.1f} s")
+    return target, manifest
+
+
+# -- the schedule -------------------------------------------------------------------------------
+
+
+def _record(suite: Suite, label: str, key: str, run: int, rec: dict[str, Any]) -> None:
+    rec["scale"] = label
+    rec["key"] = key
+    rec["run"] = run
+    suite.results.append(rec)
+    opts = suite.options
+    if rec.get("ok"):
+        _log(opts, f"{label} run {run} {key}: {rec['wall_s']:.2f} s, "
+                   f"peak RSS {rec['peak_rss'] / 2**20:.0f} MiB")
+    else:
+        _log(opts, f"{label} run {run} {key}: FAILED {rec.get('error')}")
+
+
+def run_scale(suite: Suite, label: str, requests: int) -> None:
+    """Measure every selected step of one scale, ``runs`` times, interleaved run by run."""
+    opts = suite.options
+    data_dir, manifest = ensure_data(opts, label, requests)
+    suite.manifests[label] = manifest
+    work = opts.work_dir / label
+    work.mkdir(parents=True, exist_ok=True)
+    base = {"data_dir": str(data_dir), "work_dir": str(work)}
+    case_path = work / "case-e2e.duckdb"
+    analysis = suite.analysis_functions
+    groups = opts.groups
+
+    def spec(step: str, **params: Any) -> dict[str, Any]:
+        return {"step": step, **base, "params": params}
+
+    for run in range(1, opts.runs + 1):
+        if "gateway" in groups:
+            for g in manifest.gateway:
+                for step in ("toolkit_gateway", "bare_gateway"):
+                    rec = run_child(spec(step, group=g.name, raw_bytes=g.raw_bytes), opts.timeout_s)
+                    _record(suite, label, f"{step}:{g.name}", run, rec)
+        if "engine" in groups:
+            for step in ("toolkit_engine", "bare_engine"):
+                rec = run_child(spec(step, group="engine", raw_bytes=manifest.engine.raw_bytes), opts.timeout_s)
+                _record(suite, label, step, run, rec)
+        if "e2e" in groups:
+            rec = run_child(spec("toolkit_e2e", case=str(case_path)), opts.timeout_s)
+            _record(suite, label, "toolkit_e2e", run, rec)
+        elif "analysis" in groups and analysis and run == 1:
+            # the analysis steps need a loaded case: build it once, unmeasured
+            rec = run_child(spec("toolkit_e2e", case=str(case_path)), opts.timeout_s)
+            if not rec.get("ok"):
+                _record(suite, label, "toolkit_e2e", run, rec)
+        if "analysis" in groups and analysis and case_path.exists():
+            for name in analysis:
+                rec = run_child(spec("analysis", case=str(case_path), functions=[name],
+                                     requests=requests), opts.timeout_s)
+                _record(suite, label, f"analysis:{name}", run, rec)
+            rec = run_child(spec("analysis", case=str(case_path), functions=analysis,
+                                 requests=requests), opts.timeout_s)
+            _record(suite, label, "analysis:all", run, rec)
+        if "pandas" in groups and run <= opts.pandas_runs:
+            rec = run_child(spec("pandas_e2e"), opts.timeout_s)
+            _record(suite, label, "pandas_e2e", run, rec)
+    suite.correctness[label] = report.correctness(suite.results, label, data_dir)
+    if not opts.keep_work:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the suite; write the report; return the exit status (1 if any step failed)."""
+    args = build_parser().parse_args(argv)
+    opts = resolve_options(args)
+    suite = Suite(options=opts, started=dt.datetime.now(dt.UTC))
+    suite.machine = report.machine_info()
+    suite.load_before = report.loadavg()
+    suite.analysis_functions = available_analysis()
+    _log(opts, f"scales {[s for s, _ in opts.scales]}, {opts.runs} run(s), steps {','.join(opts.groups)}; "
+               f"analysis functions found: {', '.join(suite.analysis_functions) or 'none'}")
+    for label, requests in opts.scales:
+        run_scale(suite, label, requests)
+    suite.finished = dt.datetime.now(dt.UTC)
+    suite.load_after = report.loadavg()
+    text = report.render(suite)
+    opts.out.parent.mkdir(parents=True, exist_ok=True)
+    opts.out.write_text(text, encoding="utf-8")
+    if opts.json_out is not None:
+        opts.json_out.parent.mkdir(parents=True, exist_ok=True)
+        opts.json_out.write_text(json.dumps(report.suite_json(suite), indent=1, default=str), encoding="utf-8")
+    _log(opts, f"wrote {opts.out}" + (f" and {opts.json_out}" if opts.json_out else ""))
+    return 0 if all(r.get("ok") for r in suite.results) else 1

@@ -1,0 +1,390 @@
+"""The measured steps, each run in a fresh process: ``python -m benchmarks.steps '<json spec>'``.
+
+A step has an untimed set-up (imports, file lists, a fresh output database) and a timed body.
+The child prints one line ``BENCH-RESULT {json}`` with the wall time of the body, the rows and
+bytes it read, the CPU time it used, the process's resident set before the body and its peak
+(``VmHWM`` of ``/proc/self/status``: the whole process, interpreter and libraries included).
+
+Spec keys: ``step`` (a name of :data:`STEPS`), ``data_dir``, ``work_dir``, ``params`` (dict).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import resource
+import shutil
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.layout import ENGINE_TZ, FileGroup, engine_group, gateway_groups
+
+RESULT_MARKER = "BENCH-RESULT "
+
+#: analysis functions of ``forensics.analysis`` measured when they exist, in pipeline order
+ANALYSIS_FUNCTIONS = (
+    "pool_audit",
+    "exposure_windows",
+    "request_chain",
+    "affected_requests",
+    "affected_tenants",
+    "token_mismatch",
+    "post_fix_check",
+    "leak_sources",
+    "hidden_errors",
+)
+
+#: DuckDB memory limit of the bare loads: the toolkit's default, for a like-for-like comparison
+BARE_MEMORY_LIMIT = os.environ.get("FORENSICS_MEMORY_LIMIT", "768MB")
+
+
+@dataclass
+class Outcome:
+    """What a timed body did."""
+
+    rows: int = 0  # records or lines read (analysis: requests of the data set)
+    bytes: int = 0  # decompressed bytes read (0 when not meaningful)
+    rows_out: int | None = None  # rows produced (table rows, result rows)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+Body = Callable[[], Outcome]
+
+
+def _status_kib(key: str) -> int | None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set of this process (VmHWM; ru_maxrss where /proc is missing)."""
+    kib = _status_kib("VmHWM")
+    if kib is None:
+        kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kib * 1024
+
+
+def rss_bytes() -> int:
+    """Current resident set of this process."""
+    kib = _status_kib("VmRSS")
+    return (kib or 0) * 1024
+
+
+def _cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _fresh(path: Path) -> Path:
+    for p in (path, Path(str(path) + ".wal"), Path(str(path) + ".tmp")):
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _group(spec: dict[str, Any]) -> FileGroup:
+    data_dir = Path(spec["data_dir"])
+    name = spec["params"]["group"]
+    if name == "engine":
+        return engine_group(data_dir)
+    for g in gateway_groups(data_dir):
+        if g.name == name:
+            return g
+    raise ValueError(f"no gateway source {name!r} under {data_dir / 'gateway'}")
+
+
+def _materialise(result: Any) -> int:
+    """Run a lazy relation to the end; return its row count."""
+    if hasattr(result, "fetch_arrow_table"):
+        return int(result.fetch_arrow_table().num_rows)
+    if hasattr(result, "arrow"):
+        out = result.arrow()
+        if hasattr(out, "read_all"):
+            out = out.read_all()
+        return int(out.num_rows)
+    if hasattr(result, "__len__"):
+        return len(result)
+    return 0
+
+
+# -- toolkit --------------------------------------------------------------------------------------
+
+
+def step_toolkit_gateway(spec: dict[str, Any]) -> Body:
+    """Toolkit gateway ingest of one gateway source into a fresh case."""
+    from forensics.case import open_case
+
+    group = _group(spec)
+    case_path = _fresh(Path(spec["work_dir"]) / f"gw-{group.name}.duckdb")
+    case = open_case(case_path)
+
+    def body() -> Outcome:
+        s = case.ingest_gateway(group.files, format=group.preset, quiet=True)
+        case.con.execute("CHECKPOINT")
+        return Outcome(
+            rows=s.lines_read,
+            bytes=spec["params"].get("raw_bytes", 0),
+            rows_out=s.rows_loaded,
+            extra={"rejected": s.rows_rejected, "duplicate": s.rows_duplicate},
+        )
+
+    return body
+
+
+def step_toolkit_engine(spec: dict[str, Any]) -> Body:
+    """Toolkit engine ingest (every node and the router) into a fresh case."""
+    from forensics.case import open_case
+
+    data_dir = Path(spec["data_dir"])
+    case_path = _fresh(Path(spec["work_dir"]) / "engine.duckdb")
+    case = open_case(case_path)
+
+    def body() -> Outcome:
+        s = case.ingest_engine([str(data_dir / "engine")], tz=ENGINE_TZ, quiet=True)
+        case.con.execute("CHECKPOINT")
+        return Outcome(
+            rows=s.lines_read,
+            bytes=spec["params"].get("raw_bytes", 0),
+            rows_out=s.rows_loaded,
+            extra={"rejected": s.rows_rejected},
+        )
+
+    return body
+
+
+def _affected_records(rel: Any) -> list[dict[str, Any]]:
+    df = rel.df() if hasattr(rel, "df") else rel
+    keep = [c for c in ("request_id", "header_request_id", "tenant_id", "confidence") if c in df.columns]
+    return [
+        {k: (None if v is None or v != v else str(v)) for k, v in row.items()}
+        for row in df[keep].to_dict(orient="records")
+    ]
+
+
+def step_toolkit_e2e(spec: dict[str, Any]) -> Body:
+    """Toolkit end to end: ingest every gateway source and the engine logs, then the affected set.
+
+    The case is kept (``params.case``) so the analysis steps can query it.
+    """
+    import forensics
+    from forensics.case import open_case
+
+    data_dir = Path(spec["data_dir"])
+    case_path = _fresh(Path(spec["params"]["case"]))
+    case = open_case(case_path)
+    groups = gateway_groups(data_dir)
+    analysis = _analysis_module()
+    affected = getattr(analysis, "affected_requests", None) or getattr(forensics, "affected_requests", None)
+
+    def body() -> Outcome:
+        rows = 0
+        for g in groups:
+            rows += case.ingest_gateway(g.files, format=g.preset, quiet=True).lines_read
+        rows += case.ingest_engine([str(data_dir / "engine")], tz=ENGINE_TZ, quiet=True).lines_read
+        records: list[dict[str, Any]] = []
+        if affected is not None:
+            records = _affected_records(affected(case))
+        case.con.execute("CHECKPOINT")
+        return Outcome(
+            rows=rows,
+            rows_out=len(records),
+            extra={"affected": records, "has_analysis": affected is not None},
+        )
+
+    return body
+
+
+def _analysis_module() -> Any:
+    try:
+        return importlib.import_module("forensics.analysis")
+    except ImportError:
+        return None
+
+
+def available_analysis() -> list[str]:
+    """Names of :data:`ANALYSIS_FUNCTIONS` that ``forensics.analysis`` defines today."""
+    mod = _analysis_module()
+    if mod is None:
+        return []
+    return [n for n in ANALYSIS_FUNCTIONS if callable(getattr(mod, n, None))]
+
+
+def step_analysis(spec: dict[str, Any]) -> Body:
+    """One analysis function (or ``all`` of them in a row) on the case built by ``toolkit_e2e``."""
+    from forensics.case import open_case
+
+    names = spec["params"]["functions"]
+    mod = _analysis_module()
+    funcs = [(n, getattr(mod, n)) for n in names]
+    case = open_case(spec["params"]["case"], read_only=True)
+    requests = int(spec["params"].get("requests", 0))
+
+    def body() -> Outcome:
+        out = 0
+        per: dict[str, float] = {}
+        for n, f in funcs:
+            t0 = time.perf_counter()
+            out += _materialise(f(case))
+            per[n] = time.perf_counter() - t0
+        return Outcome(rows=requests, rows_out=out, extra={"per_function_s": per})
+
+    return body
+
+
+# -- bare DuckDB ----------------------------------------------------------------------------------
+
+
+def _bare_connection(path: Path) -> Any:
+    import duckdb
+
+    con = duckdb.connect(str(path))
+    con.execute(f"SET memory_limit = '{BARE_MEMORY_LIMIT}'")
+    con.execute(f"SET temp_directory = '{path}.tmp'")
+    con.execute("SET autoinstall_known_extensions = false")
+    return con
+
+
+def step_bare_gateway(spec: dict[str, Any]) -> Body:
+    """``CREATE TABLE t AS SELECT * FROM read_json/read_csv(...)`` of one gateway source.
+
+    ``ignore_errors`` is on so the few deliberately malformed lines do not abort the load (they
+    become NULL rows or are skipped: the practical limit of "just load it", not a parse).
+    """
+    group = _group(spec)
+    path = _fresh(Path(spec["work_dir"]) / f"bare-{group.name}.duckdb")
+    con = _bare_connection(path)
+    if group.reader == "csv":
+        sql = "CREATE TABLE t AS SELECT * FROM read_csv($files, ignore_errors = true)"
+    else:
+        sql = (
+            "CREATE TABLE t AS SELECT * FROM read_json($files, format = 'newline_delimited', "
+            "ignore_errors = true)"
+        )
+
+    def body() -> Outcome:
+        con.execute(sql, {"files": group.files})
+        con.execute("CHECKPOINT")
+        n = con.execute("SELECT count(*) FROM t").fetchone()[0]
+        return Outcome(rows=int(n), bytes=spec["params"].get("raw_bytes", 0), rows_out=int(n))
+
+    return body
+
+
+def step_bare_engine(spec: dict[str, Any]) -> Body:
+    """Every engine/router log line into one VARCHAR column (no parsing): the I/O limit."""
+    group = _group(spec)
+    path = _fresh(Path(spec["work_dir"]) / "bare-engine.duckdb")
+    con = _bare_connection(path)
+    sql = (
+        "CREATE TABLE t AS SELECT * FROM read_csv($files, columns = {'line': 'VARCHAR'}, "
+        "delim = chr(0), quote = '', escape = '', header = false, auto_detect = false, "
+        "ignore_errors = true, filename = true)"
+    )
+
+    def body() -> Outcome:
+        con.execute(sql, {"files": group.files})
+        con.execute("CHECKPOINT")
+        n = con.execute("SELECT count(*) FROM t").fetchone()[0]
+        return Outcome(rows=int(n), bytes=spec["params"].get("raw_bytes", 0), rows_out=int(n))
+
+    return body
+
+
+# -- pandas ---------------------------------------------------------------------------------------
+
+
+def step_pandas_e2e(spec: dict[str, Any]) -> Body:
+    """The notebook-style pandas analysis, from the raw files to the affected set."""
+    from benchmarks import pandas_reference
+
+    data_dir = Path(spec["data_dir"])
+
+    def body() -> Outcome:
+        result = pandas_reference.analyze(data_dir, tz=ENGINE_TZ)
+        records = result.affected.to_dict(orient="records")
+        return Outcome(
+            rows=result.rows_read,
+            rows_out=len(records),
+            extra={"affected": records, "timings": result.timings},
+        )
+
+    return body
+
+
+# -- generation -----------------------------------------------------------------------------------
+
+
+def step_generate(spec: dict[str, Any]) -> Body:
+    """Generate a data set with ``forensics.sample.generate`` (measured for information)."""
+    generate = importlib.import_module("forensics.sample").generate
+    out = Path(spec["params"]["out"])
+    requests = int(spec["params"]["requests"])
+    seed = int(spec["params"]["seed"])
+
+    def body() -> Outcome:
+        truth = generate(out, requests=requests, seed=seed)
+        return Outcome(rows=requests, rows_out=len(truth.get("leaks", [])))
+
+    return body
+
+
+STEPS: dict[str, Callable[[dict[str, Any]], Body]] = {
+    "generate": step_generate,
+    "toolkit_gateway": step_toolkit_gateway,
+    "bare_gateway": step_bare_gateway,
+    "toolkit_engine": step_toolkit_engine,
+    "bare_engine": step_bare_engine,
+    "toolkit_e2e": step_toolkit_e2e,
+    "analysis": step_analysis,
+    "pandas_e2e": step_pandas_e2e,
+}
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    """Set up and time one step in this process; return the result record."""
+    result: dict[str, Any] = {"step": spec["step"], "params": spec.get("params", {})}
+    try:
+        body = STEPS[spec["step"]](spec)
+        result["rss_before"] = rss_bytes()
+        cpu0 = _cpu_s()
+        t0 = time.perf_counter()
+        outcome = body()
+        result["wall_s"] = time.perf_counter() - t0
+        result["cpu_s"] = _cpu_s() - cpu0
+        result["peak_rss"] = peak_rss_bytes()
+        result.update(rows=outcome.rows, bytes=outcome.bytes, rows_out=outcome.rows_out, extra=outcome.extra)
+        result["ok"] = True
+    except Exception as exc:  # reported, the suite goes on
+        result["ok"] = False
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        result["traceback"] = traceback.format_exc(limit=8)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the child process."""
+    args = sys.argv[1:] if argv is None else argv
+    spec = json.loads(args[0])
+    result = run(spec)
+    sys.stdout.write(RESULT_MARKER + json.dumps(result, default=str) + "\n")
+    sys.stdout.flush()
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
