@@ -249,3 +249,59 @@ def as_case(case: Case | str | os.PathLike[str]) -> Case:
     if isinstance(case, Case):
         return case
     return open_case(case, read_only=True)
+
+
+def schema_markdown() -> str:
+    """Render ``schema.sql`` (tables, columns, types, comments) as the Markdown of docs/schema.md.
+
+    Example:
+        >>> "| request_id |" in schema_markdown()
+        True
+    """
+    import re
+
+    out = [
+        "# Case database schema",
+        "",
+        "Generated from `forensics/schema.sql` by `forensics.case.schema_markdown()` (a test keeps",
+        "this file in step). All timestamps are `TIMESTAMP` values in UTC; `file_id` + `line_no`",
+        "point at `evidence_files` and the 1-based line (or record) of the source.",
+        "",
+    ]
+    table_comment: list[str] = []
+    in_table = False
+    last_col: list[str] | None = None
+    for raw in schema_sql().splitlines():
+        line = raw.strip()
+        m = re.match(r"CREATE TABLE IF NOT EXISTS (\w+)", line)
+        v = re.match(r"CREATE OR REPLACE VIEW (\w+)", line)
+        if m or v:
+            name = (m or v).group(1)  # type: ignore[union-attr]
+            out += [f"## `{name}`{' (view)' if v else ''}", ""]
+            out += [c for c in table_comment if c] + ([""] if any(table_comment) else [])
+            table_comment = []
+            if m:
+                out += ["| column | type | meaning |", "|---|---|---|"]
+                in_table = True
+            continue
+        if in_table:
+            if line.startswith(")"):
+                in_table = False
+                out.append("")
+                continue
+            if line.startswith("--") and last_col is not None:
+                # a comment continuing the previous column's comment
+                out[-1] = out[-1][: -len(" |")] + " " + line.lstrip("-").strip() + " |"
+                continue
+            cm = re.match(r"(\w+)\s+(.+?),?\s*(?:--\s*(.*))?$", line)
+            if cm:
+                col, typ, comment = cm.group(1), cm.group(2).rstrip(","), cm.group(3) or ""
+                typ = typ.replace("|", "\\|")
+                out.append(f"| {col} | `{typ}` | {comment.replace('|', '/')} |")
+                last_col = [col]
+            continue
+        if line.startswith("--"):
+            table_comment.append(line.lstrip("-").strip())
+        elif not line:
+            table_comment = []  # a comment block only describes the table right below it
+    return "\n".join(out).rstrip() + "\n"

@@ -82,3 +82,13 @@ def test_built_in_extensions_work_offline(extension: str) -> None:
 
 def test_version_is_exposed() -> None:
     assert forensics.__version__.count(".") == 2
+
+
+def test_docs_schema_md_is_generated_from_schema_sql() -> None:
+    from forensics.case import schema_markdown
+
+    doc = Path(__file__).resolve().parent.parent / "docs" / "schema.md"
+    assert doc.read_text(encoding="utf-8") == schema_markdown(), (
+        "docs/schema.md is stale: regenerate it with "
+        "python -c 'from forensics.case import schema_markdown as m; open(\"docs/schema.md\", \"w\").write(m())'"
+    )
