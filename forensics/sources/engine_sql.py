@@ -1,0 +1,502 @@
+"""The SQL half of the engine loader: classify staged lines and extract typed rows in DuckDB.
+
+Every statement works on the temp table ``_eng_raw(line_no, line)`` holding one file's physical
+lines (see :mod:`forensics.sources.engine`). Nothing here loops over lines in Python: lines are
+classified with cheap prefix/contains tests and fields are pulled with vectorised regexes.
+
+Example:
+    >>> "Prefill batch" in CLASSIFY
+    True
+"""
+
+from __future__ import annotations
+
+# -- regular expressions (RE2 syntax, as DuckDB uses) -------------------------------------------
+
+#: The line prefix, matched against the first 256 characters only (cheap). Every part is
+#: optional, in the order real pipelines stack them: log collector columns (epoch ms, ISO UTC),
+#: a Ray actor prefix, then either the engine's ``[local time[.ms][ rank tags]] `` or a router's
+#: ``UTC-time LEVEL ``. Rank tags are matched as a set of any order (0.5.2 printed DP TP EP PP,
+#: later releases DP PP ATTN_CP MOE_DP TP EP).
+PREFIX_RE = (
+    r"^((?:(\d{10,13})\t)?(?:(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?)\t)?"
+    r"(?:\(([A-Za-z_]\w*) pid=(\d+)(?:, ip=([0-9A-Fa-f.:]+))?\) ?)?"
+    r"(?:\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] ?"
+    r"|(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d{1,9})?)Z? +(TRACE|DEBUG|INFO|WARN|ERROR) +)?)"
+)
+PREFIX_GROUPS = ["pre", "cms", "ciso", "actor", "pid", "ip", "ets", "ems", "ranks", "rts", "rlevel"]
+
+#: A Python string literal as repr() prints it (either quote style, backslash escapes).
+LIT = r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*\""""
+
+#: Tokeniser for dataclass / dict reprs (Receive:, Finish:, server_args=...). Each match is either
+#: ``name=value`` (group 1, dataclass field), ``'name': value`` (group 2, dict key) or a bare string
+#: literal, which is consumed whole: text inside a literal (a prompt that says ``rid='x'``) can
+#: never be mistaken for a field. Group 3 is the scalar value (a literal or a bare token); nested
+#: containers yield an empty value and their members follow as further matches.
+TOKEN_RE = (
+    r"(?:([A-Za-z_]\w*)=|'([\w.\-]+)': )("
+    + LIT
+    + r"""|[^,()\[\]{}'" ][^,()\[\]{}'"]*|)|"""
+    + LIT
+)
+
+#: key: value pairs of a batch line (after the header), e.g. ``#new-seq: 1`` or ``cuda graph: True``.
+BATCH_PAIR_RE = r"(?:^\w+ batch(?: \[\d+\])?[.,] ?|, )([^:,]+): ([^,]*)"
+
+#: Prompt/output carriers that must never reach the case database (replaced before storing text).
+REDACT_RE = (
+    r"""((?:^|[\s,({])(?:text|input_ids|output_ids|input_embeds|prompt|messages|content|request_parameters)=|"""
+    r"""['"](?:text|input_ids|output_ids|prompt|messages|content|request_parameters)['"]: ?)"""
+    r"""(?:""" + LIT + r"""|['"].*$|\[[^\]]*\]?|[^,)}]*)"""
+)
+#: Secrets that a server_args line or a header may carry.
+SECRET_RE = (
+    r"""((?:^|[^\w\-])['"]?(?:api_key|admin_api_key|hf_token|access_token|auth_token|password|secret|"""
+    r"""authorization|cookie|x-api-key)['"]?(?:=|: ?))(?:""" + LIT + r"""|[^,)}\s]*)"""
+)
+
+# -- SQL ------------------------------------------------------------------------------------------
+
+MACROS = r"""
+CREATE OR REPLACE TEMP MACRO _eng_unq(x) AS
+    CASE WHEN x IS NULL OR x = '' OR x = 'None' THEN NULL
+         WHEN length(x) >= 2 AND ((starts_with(x, '''') AND suffix(x, ''''))
+                                  OR (starts_with(x, '"') AND suffix(x, '"'))) THEN x[2:-2]
+         ELSE trim(x) END;
+CREATE OR REPLACE TEMP MACRO _eng_first(k, v, key) AS _eng_unq(v[list_position(k, key)]);
+CREATE OR REPLACE TEMP MACRO _eng_last(k, v, key) AS
+    _eng_unq(v[len(k) + 1 - list_position(list_reverse(k), key)]);
+CREATE OR REPLACE TEMP MACRO _eng_redact(x) AS
+    regexp_replace(regexp_replace(x, '__REDACT__', '\1<redacted>', 'g'), '__SECRET__', '\1<redacted>', 'g');
+CREATE OR REPLACE TEMP MACRO _eng_cap(x) AS CASE WHEN strlen(x) > 1024 THEN left(x, 1024) ELSE x END;
+CREATE OR REPLACE TEMP MACRO _eng_int(x) AS try_cast(x AS BIGINT);
+CREATE OR REPLACE TEMP MACRO _eng_health(rid, room, host) AS
+    coalesce(starts_with(rid, 'HEALTH_CHECK'), false) OR coalesce(room = 0, false)
+    OR coalesce(host = '2.2.2.2', false);
+""".replace("__REDACT__", REDACT_RE.replace("'", "''")).replace("__SECRET__", SECRET_RE.replace("'", "''"))
+
+#: Ordered classification of a line's message. First match wins; request records come first so
+#: that a Finish line quoting a rejection message is still a request record.
+CLASSIFY = r"""
+CASE
+  WHEN rts <> '' THEN CASE
+      WHEN contains(msg, 'finished processing request') OR contains(msg, 'request failed with') THEN 'router_request'
+      WHEN contains(msg, 'returned error status') OR contains(msg, 'error from decode server')
+        OR contains(msg, 'error from prefill server') OR contains(msg, 'Stream error from')
+        OR (contains(msg, 'pd_router') AND rlevel IN ('ERROR', 'WARN')) THEN 'router_pd_error'
+      WHEN contains(msg, 'Starting router on') THEN 'router_startup'
+      ELSE 'router' END
+  WHEN starts_with(msg, 'Prefill batch') OR starts_with(msg, 'Decode batch') THEN 'batch'
+  WHEN (starts_with(msg, 'INFO:  ') OR starts_with(msg, 'WARNING:  ') OR starts_with(msg, 'ERROR:  ')
+        OR starts_with(msg, 'DEBUG:  ')) AND contains(msg, ' HTTP/') AND contains(msg, '" ') THEN 'http'
+  WHEN starts_with(msg, 'Receive: ') THEN 'req_received'
+  WHEN starts_with(msg, 'Finish: ') THEN 'req_finished'
+  WHEN starts_with(msg, 'Receive OpenAI:') THEN 'req_openai'
+  WHEN starts_with(msg, '{') AND contains(msg, '"request.received.openai"') THEN 'req_openai'
+  WHEN starts_with(msg, '{') AND contains(msg, '"request.') THEN 'req_json'
+  WHEN contains(msg, 'ReqTimeStats(') OR contains(msg, 'Req Time Stats(') THEN 'time_stats'
+  WHEN contains(msg, 'exceeds the maximum allowed length') THEN 'rej_input_length'
+  WHEN contains(msg, 'Truncated. len(req.origin_input_ids)=')
+    OR starts_with(msg, 'Request length is longer than the KV cache pool') THEN 'rej_auto_truncate'
+  WHEN contains(msg, 'exceeds the maximum number of tokens') THEN 'rej_pd_capacity'
+  WHEN contains(msg, 'is longer than the model''s context length')
+    OR contains(msg, 'exceeds the model''s maximum context length') THEN 'rej_context_length'
+  WHEN contains(msg, 'Prefill transfer failed') THEN 'ev_prefill_transfer_failed'
+  WHEN contains(msg, 'Decode transfer failed') THEN 'ev_decode_transfer_failed'
+  WHEN contains(msg, 'bootstrap failed') OR contains(msg, 'handshake failed')
+    OR contains(msg, 'Bootstrap failed') THEN 'ev_bootstrap_failed'
+  WHEN contains(msg, 'timed out') AND contains(msg, 'KVPoll.') THEN 'ev_kvpoll_timeout'
+  WHEN contains(msg, 'checksum mismatch') THEN 'ev_kv_checksum_mismatch'
+  WHEN contains(msg, 'Context corruption detected') THEN 'ev_context_corruption'
+  WHEN (contains(msg, 'checksum') OR contains(msg, 'canary')) AND contains(msg, 'verified') THEN 'ev_kv_verified'
+  WHEN (contains(lower(msg), 'mooncake') OR contains(lower(msg), 'nixl') OR contains(msg, 'transfer engine'))
+    AND (contains(lower(msg), 'fail') OR contains(lower(msg), 'error')) THEN 'ev_transfer_backend_error'
+  WHEN starts_with(msg, 'server_args=') THEN 'st_server_args'
+  WHEN contains(msg, 'KV Cache is allocated') THEN 'st_kv_cache'
+  WHEN contains(left(msg, 40), 'max_total_num_tokens=') THEN 'st_max_total'
+  WHEN contains(msg, 'fired up and ready to roll') THEN 'st_ready'
+  WHEN contains(msg, 'BootstrapServer started') OR contains(msg, 'Bootstrap server started') THEN 'st_bootstrap'
+  WHEN starts_with(msg, 'KV pool holds ') THEN 'st_pool_warning'
+  WHEN starts_with(msg, 'Load weight') OR starts_with(msg, 'Init torch distributed')
+    OR starts_with(msg, 'Memory pool end') OR starts_with(msg, 'Capture cuda graph')
+    OR starts_with(msg, 'Capture npu graph') OR starts_with(msg, 'Capture cpu graph')
+    OR starts_with(msg, 'Mamba Cache is allocated') OR starts_with(msg, 'Attention backend')
+    THEN 'st_other'
+  WHEN contains(msg, 'disaggregation mode warmup') THEN 'warmup'
+  WHEN ets <> '' THEN 'engine'
+  WHEN msg = '' THEN 'blank'
+  WHEN starts_with(msg, 'Traceback (') OR starts_with(msg, ' ') OR starts_with(msg, chr(9))
+    OR starts_with(msg, 'During handling of the above exception')
+    OR starts_with(msg, 'The above exception was the direct cause')
+    OR regexp_matches(left(msg, 120), '^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)\b')
+    THEN 'traceback'
+  WHEN regexp_matches(left(msg, 16), '^[IWEF]\d{4} \d\d:\d\d') THEN 'native'
+  WHEN contains(msg, 'it/s]') OR contains(msg, 's/it]') OR contains(msg, '%|') THEN 'progress'
+  ELSE 'unrecognised'
+END
+"""
+
+#: Stage 1: split every line into prefix parts and message, classify, compute UTC time.
+#: ``_eng_tz(t)`` (defined per ingest) converts a naive local TIMESTAMP to naive UTC.
+STAGE = r"""
+CREATE OR REPLACE TEMP TABLE _eng_cls AS
+WITH a AS (
+    SELECT line_no,
+           CASE WHEN contains(l, chr(27)) THEN regexp_replace(l, '\x1b\[[0-9;?]*[A-Za-z]', '', 'g')
+                ELSE l END AS line
+    FROM (SELECT line_no, rtrim(line, chr(13) || chr(10)) AS l FROM _eng_raw)
+), b AS (
+    SELECT line_no, line, regexp_extract(left(line, 256), '__PREFIX__', __GROUPS__) AS p FROM a
+), c AS (
+    SELECT line_no, p.pre AS pre, substr(line, length(p.pre) + 1) AS msg,
+           p.cms AS cms, p.ciso AS ciso, p.ets AS ets, p.ems AS ems, p.ranks AS ranks_raw,
+           p.rts AS rts, p.rlevel AS rlevel
+    FROM b
+)
+SELECT line_no, pre, msg, ets, rts, rlevel,
+       __CLASSIFY__ AS cls,
+       CASE WHEN ranks_raw = '' THEN NULL
+            WHEN ranks_raw IN (' TP0', ' TP1', ' TP2', ' TP3', ' TP4', ' TP5', ' TP6', ' TP7') THEN ltrim(ranks_raw)
+            ELSE concat_ws(' ',
+                nullif('DP' || regexp_extract(ranks_raw, ' DP(\d+)', 1), 'DP'),
+                nullif('PP' || regexp_extract(ranks_raw, ' PP(\d+)', 1), 'PP'),
+                nullif('ATTN_CP' || regexp_extract(ranks_raw, ' ATTN_CP(\d+)', 1), 'ATTN_CP'),
+                nullif('MOE_DP' || regexp_extract(ranks_raw, ' MOE_DP(\d+)', 1), 'MOE_DP'),
+                nullif('TP' || regexp_extract(ranks_raw, ' TP(\d+)', 1), 'TP'),
+                nullif('EP' || regexp_extract(ranks_raw, ' EP(\d+)', 1), 'EP'))
+       END AS ranks,
+       CASE WHEN ets <> '' THEN _eng_tz(t)
+            WHEN rts <> '' THEN try_cast(replace(rts, 'T', ' ') AS TIMESTAMP)
+       END AS ts,
+       CASE WHEN cms <> '' THEN epoch_ms(cms::BIGINT)
+            WHEN ciso <> '' THEN try_cast(ciso AS TIMESTAMPTZ)::TIMESTAMP
+       END AS collector_ts,
+       false AS ts_inferred,
+       CAST(NULL AS BIGINT) AS attached_to_line
+FROM (SELECT *, CASE WHEN ets = '' THEN NULL
+                     ELSE try_strptime(ets, '%Y-%m-%d %H:%M:%S')
+                          + to_microseconds(CASE WHEN ems = '' THEN 0 ELSE rpad(ems, 6, '0')::BIGINT END)
+                END AS t
+      FROM c)
+""".replace("__PREFIX__", PREFIX_RE.replace("'", "''")).replace(
+    "__GROUPS__", "[" + ", ".join(f"'{g}'" for g in PREFIX_GROUPS) + "]"
+).replace("__CLASSIFY__", CLASSIFY)
+
+#: Stage 2 (only when some line lacks a prefix): time from the collector, else the nearest
+#: earlier timestamp of the file (inferred); continuation lines point at the line they follow.
+INFER = r"""
+UPDATE _eng_cls SET ts = coalesce(_eng_cls.ts, x.collector_ts, x.prev_ts),
+                    ts_inferred = _eng_cls.ts IS NULL AND coalesce(x.collector_ts, x.prev_ts) IS NOT NULL,
+                    attached_to_line = x.prev_line
+FROM (
+    SELECT u.line_no, u.collector_ts, p.ts AS prev_ts, p.line_no AS prev_line
+    FROM (SELECT line_no, collector_ts FROM _eng_cls WHERE ets = '' AND rts = '') u
+    ASOF LEFT JOIN (SELECT line_no, ts FROM _eng_cls WHERE (ets <> '' OR rts <> '') AND ts IS NOT NULL) p
+        ON u.line_no > p.line_no
+) x
+WHERE _eng_cls.line_no = x.line_no
+"""
+
+BATCHES = r"""
+INSERT INTO engine_batches
+SELECT $node, ts, ts_inferred, ranks, kind, iter,
+       _eng_int(f['#new-seq']), _eng_int(f['#new-token']), _eng_int(f['#cached-token']),
+       _eng_int(f['#token']), _eng_int(f['#running-req']), _eng_int(f['#queue-req']),
+       try_cast(coalesce(f['token usage'], f['full token usage']) AS DOUBLE),
+       try_cast(coalesce(f['input throughput (token/s)'], f['gen throughput (token/s)']) AS DOUBLE),
+       f, $file_id, line_no
+FROM (
+    SELECT line_no, ts, ts_inferred, ranks,
+           CASE WHEN starts_with(msg, 'Prefill') THEN 'prefill' ELSE 'decode' END AS kind,
+           try_cast(regexp_extract(left(msg, 40), '^\w+ batch \[(\d+)\]', 1) AS BIGINT) AS iter,
+           CASE WHEN len(list_distinct(k)) = len(k) THEN map(k, v)
+                ELSE map(list_filter(k, lambda x, i: list_position(k, x) = i),
+                         list_filter(v, lambda x, i: list_position(k, k[i]) = i)) END AS f
+    FROM (
+        SELECT line_no, ts, ts_inferred, ranks, msg,
+               list_transform(regexp_extract_all(msg, '__PAIR__', 1), lambda x: trim(x)) AS k,
+               list_transform(regexp_extract_all(msg, '__PAIR__', 2), lambda x: trim(x)) AS v
+        FROM _eng_cls WHERE cls = 'batch'
+    )
+)
+""".replace("__PAIR__", BATCH_PAIR_RE.replace("'", "''"))
+
+HTTP = r"""
+INSERT INTO engine_http
+SELECT $node, ts, ts_inferred, h.client, h.method, h.path, h.ver, try_cast(h.status AS INTEGER),
+       $file_id, line_no
+FROM (SELECT line_no, ts, ts_inferred,
+             regexp_extract(msg, '^\w+: +(\S+) - "(\S+) (\S+) ([^"\s]+)" (\d{3})',
+                            ['client', 'method', 'path', 'ver', 'status']) AS h
+      FROM _eng_cls WHERE cls = 'http')
+"""
+
+#: Receive:/Finish: text records, fields taken by key through the tokeniser (never by position).
+REQ_TEXT = r"""
+INSERT INTO engine_requests
+SELECT $node, ts, ts_inferred, kind, rid, host, try_cast(port AS INTEGER), try_cast(room AS BIGINT),
+       CASE lower(stream) WHEN 'true' THEN true WHEN 'false' THEN false END,
+       coalesce(hmap['x-request-id'], hmap['x-correlation-id'], hmap['x-trace-id'], hmap['request-id']),
+       CASE WHEN hmap IS NULL THEN NULL ELSE _eng_redact(to_json(hmap)::VARCHAR) END,
+       _eng_int(_eng_last(k2, v, 'prompt_tokens')), _eng_int(_eng_last(k2, v, 'completion_tokens')),
+       _eng_int(_eng_last(k2, v, 'cached_tokens')),
+       ftype,
+       CASE WHEN ftype = 'length' THEN _eng_int(_eng_last(k2, v, 'length')) END,
+       CASE WHEN ftype = 'abort' THEN try_cast(_eng_last(k2, v, 'status_code') AS INTEGER) END,
+       CASE WHEN ftype = 'abort' THEN _eng_cap(_eng_last(k2, v, 'message')) END,
+       try_cast(_eng_last(k2, v, 'e2e_latency') AS DOUBLE),
+       NULL, NULL, NULL,
+       _eng_health(rid, try_cast(room AS BIGINT), host),
+       $file_id, line_no
+FROM (
+    SELECT *,
+           CASE WHEN kind = 'finished' THEN _eng_last(k2, v, 'type') END AS ftype,
+           coalesce(_eng_first(k1, v, 'rid'), _eng_last(k2, v, 'id')) AS rid,
+           _eng_first(k1, v, 'bootstrap_host') AS host,
+           _eng_first(k1, v, 'bootstrap_port') AS port,
+           _eng_first(k1, v, 'bootstrap_room') AS room,
+           _eng_first(k1, v, 'stream') AS stream,
+           CASE WHEN hpos IS NULL OR hpos = 0 THEN NULL
+                ELSE map(list_transform(hk, lambda x: lower(x)), list_transform(hv, lambda x: _eng_unq(x))) END AS hmap
+    FROM (
+        SELECT *,
+               list_position(k1, 'headers') AS hpos,
+               k2[list_position(k1, 'headers') + 1:
+                  list_position(k1, 'headers') + coalesce(list_position(list_transform(
+                      k2[list_position(k1, 'headers') + 1:], lambda x: x IS NULL), true) - 1,
+                      len(k2) - list_position(k1, 'headers'))] AS hk,
+               v[list_position(k1, 'headers') + 1:
+                 list_position(k1, 'headers') + coalesce(list_position(list_transform(
+                     k2[list_position(k1, 'headers') + 1:], lambda x: x IS NULL), true) - 1,
+                     len(k2) - list_position(k1, 'headers'))] AS hv
+        FROM (
+            SELECT line_no, ts, ts_inferred,
+                   CASE cls WHEN 'req_received' THEN 'received' ELSE 'finished' END AS kind,
+                   regexp_extract_all(msg, '__TOKEN__', 1) AS k1,
+                   regexp_extract_all(msg, '__TOKEN__', 2) AS k2,
+                   regexp_extract_all(msg, '__TOKEN__', 3) AS v
+            FROM _eng_cls WHERE cls IN ('req_received', 'req_finished')
+        )
+    )
+)
+""".replace("__TOKEN__", TOKEN_RE.replace("'", "''"))
+
+#: JSON request records (``--log-requests-format json``): one parse per line via the list form.
+REQ_JSON = r"""
+INSERT INTO engine_requests
+SELECT $node, coalesce(ts, jts), CASE WHEN ts IS NULL AND jts IS NOT NULL THEN false ELSE ts_inferred END,
+       kind, rid, host, try_cast(port AS INTEGER), try_cast(room AS BIGINT), try_cast(stream AS BOOLEAN),
+       coalesce(j[8], j[9], j[10], j[11]),
+       CASE WHEN j[7] IS NULL THEN NULL ELSE _eng_redact(j[7]) END,
+       _eng_int(j[12]), _eng_int(j[13]), _eng_int(j[14]), ftype,
+       CASE WHEN ftype = 'length' THEN _eng_int(j[16]) END,
+       try_cast(j[17] AS INTEGER), _eng_cap(j[18]), try_cast(j[19] AS DOUBLE),
+       NULL, NULL, NULL, _eng_health(rid, try_cast(room AS BIGINT), host), $file_id, line_no
+FROM (
+    SELECT *, j[1] AS rid, j[3] AS host, j[4] AS port, j[5] AS room, j[6] AS stream, j[15] AS ftype,
+           CASE WHEN j[20] IS NULL THEN NULL
+                WHEN regexp_matches(j[20], '(Z|[+-]\d\d:?\d\d)$') THEN try_cast(j[20] AS TIMESTAMPTZ)::TIMESTAMP
+                ELSE _eng_tz(try_cast(j[20] AS TIMESTAMP)) END AS jts
+    FROM (
+        SELECT line_no, ts, ts_inferred,
+               CASE WHEN contains(left(msg, 200), 'request.finished') THEN 'finished' ELSE 'received' END AS kind,
+               json_extract_string(msg, ['$.rid', '$.event', '$.obj.bootstrap_host', '$.obj.bootstrap_port',
+                   '$.obj.bootstrap_room', '$.obj.stream', '$.headers', '$.headers."x-request-id"',
+                   '$.headers."x-correlation-id"', '$.headers."x-trace-id"', '$.headers."request-id"',
+                   '$.out.meta_info.prompt_tokens', '$.out.meta_info.completion_tokens',
+                   '$.out.meta_info.cached_tokens', '$.out.meta_info.finish_reason.type',
+                   '$.out.meta_info.finish_reason.length', '$.out.meta_info.finish_reason.status_code',
+                   '$.out.meta_info.finish_reason.message', '$.out.meta_info.e2e_latency',
+                   '$.timestamp']) AS j
+        FROM _eng_cls WHERE cls = 'req_json' AND json_valid(msg)
+    )
+)
+"""
+
+#: ``--export-metrics-to-file`` records; ``request_parameters`` (may hold the prompt) is read
+#: for its routing fields only and never stored.
+REQ_METRICS = r"""
+INSERT INTO engine_requests
+SELECT $node, coalesce(jts, $file_hour), jts IS NULL, 'metrics',
+       coalesce(j[1], p[1]), p[2], try_cast(p[3] AS INTEGER), try_cast(p[4] AS BIGINT),
+       try_cast(p[5] AS BOOLEAN), NULL, NULL,
+       _eng_int(coalesce(j[2], j[9])), _eng_int(coalesce(j[3], j[10])), _eng_int(coalesce(j[4], j[11])),
+       ftype, CASE WHEN ftype = 'length' THEN _eng_int(j[6]) END, try_cast(j[7] AS INTEGER),
+       _eng_cap(j[8]), try_cast(coalesce(j[12], j[13]) AS DOUBLE), NULL, NULL, NULL,
+       _eng_health(coalesce(j[1], p[1]), try_cast(p[4] AS BIGINT), p[2]), $file_id, line_no
+FROM (
+    SELECT *, coalesce(j[5], CASE WHEN j[14] IS NOT NULL AND NOT starts_with(j[14], '{') THEN j[14] END) AS ftype,
+           CASE WHEN j[15] IS NULL THEN NULL
+                WHEN regexp_matches(j[15], '(Z|[+-]\d\d:?\d\d)$') THEN try_cast(j[15] AS TIMESTAMPTZ)::TIMESTAMP
+                ELSE _eng_tz(try_cast(j[15] AS TIMESTAMP)) END AS jts,
+           CASE WHEN json_valid(j[16]) THEN json_extract_string(j[16], ['$.rid', '$.bootstrap_host',
+               '$.bootstrap_port', '$.bootstrap_room', '$.stream'])
+                ELSE [NULL, NULL, NULL, NULL, NULL] END AS p
+    FROM (
+        SELECT line_no, json_extract_string(msg, ['$.id', '$.prompt_tokens', '$.completion_tokens',
+                   '$.cached_tokens', '$.finish_reason.type', '$.finish_reason.length',
+                   '$.finish_reason.status_code', '$.finish_reason.message',
+                   '$.meta_info.prompt_tokens', '$.meta_info.completion_tokens', '$.meta_info.cached_tokens',
+                   '$.e2e_latency', '$.meta_info.e2e_latency', '$.finish_reason', '$.timestamp',
+                   '$.request_parameters']) AS j
+        FROM _eng_cls WHERE cls = 'req_metrics'
+    )
+)
+"""
+
+TIME_STATS = r"""
+INSERT INTO engine_requests
+SELECT $node, ts, ts_inferred, 'time_stats', rid, NULL, NULL, room, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       _eng_int(nullif(regexp_extract(head, 'input[_ ]len=(\d+)', 1), '')),
+       _eng_int(nullif(regexp_extract(head, 'output[_ ]len=(\d+)', 1), '')),
+       nullif(regexp_extract(head, '\btype=(\w+)', 1), ''),
+       _eng_health(rid, room, NULL), $file_id, line_no
+FROM (
+    SELECT *, nullif(trim(regexp_extract(head, '\brid=([^,)\s]+)', 1), '''"'), '') AS rid,
+           try_cast(nullif(regexp_extract(head, 'bootstrap_room=(\d+)', 1), '') AS BIGINT) AS room
+    FROM (SELECT line_no, ts, ts_inferred, regexp_extract(msg, 'Stats\(([^)]*)\)', 1) AS head
+          FROM _eng_cls WHERE cls = 'time_stats')
+)
+"""
+
+REJECTIONS = r"""
+INSERT INTO engine_rejections
+SELECT $node, ts, ts_inferred, ranks, kind,
+       nullif(trim(rid, '''" '), ''), _eng_int(nullif(inp, '')), _eng_int(nullif(lim, '')),
+       _eng_cap(msg), $file_id, line_no
+FROM (
+    SELECT line_no, ts, ts_inferred, ranks, msg, substr(cls, 5) AS kind,
+           CASE cls
+             WHEN 'rej_input_length' THEN regexp_extract(msg, 'Input length \((\d+) tokens\)', 1)
+             WHEN 'rej_auto_truncate' THEN regexp_extract(msg, 'len\(req\.origin_input_ids\)=(\d+)', 1)
+             WHEN 'rej_pd_capacity' THEN regexp_extract(msg, 'maximum number of tokens: (\d+) > ', 1)
+             ELSE coalesce(nullif(regexp_extract(msg, 'input \((\d+) tokens\)', 1), ''),
+                           regexp_extract(msg, 'You requested a total of (\d+)', 1))
+           END AS inp,
+           CASE cls
+             WHEN 'rej_input_length' THEN regexp_extract(msg, 'maximum allowed length \((\d+) tokens\)', 1)
+             WHEN 'rej_auto_truncate' THEN regexp_extract(msg, 'max_req_input_len=(\d+)', 1)
+             WHEN 'rej_pd_capacity' THEN regexp_extract(msg, 'maximum number of tokens: \d+ > (\d+)', 1)
+             ELSE coalesce(nullif(regexp_extract(msg, 'context length \((\d+) tokens\)', 1), ''),
+                           regexp_extract(msg, 'maximum context length of (\d+) tokens', 1))
+           END AS lim,
+           CASE cls
+             WHEN 'rej_pd_capacity' THEN regexp_extract(msg, 'Request (\S+) exceeds', 1)
+             ELSE regexp_extract(msg, '\brid=([^,\s]+)', 1)
+           END AS rid
+    FROM _eng_cls WHERE starts_with(cls, 'rej_')
+)
+"""
+
+EVENTS = r"""
+INSERT INTO engine_events
+SELECT $node, c.ts, c.ts_inferred, c.ranks, substr(c.cls, 4),
+       nullif(trim(coalesce(nullif(regexp_extract(c.msg, '(?:^|[\s.(])rid=([^\s,)]+)', 1), ''),
+                            regexp_extract(c.msg, '\breq=([^\s,)]+)', 1)), '''",'), ''),
+       try_cast(coalesce(
+           nullif(regexp_extract(c.msg, 'bootstrap_room[=: ]+(\d+)', 1), ''),
+           nullif(regexp_extract(c.msg, '^Request (\d+) timed out', 1), '')) AS BIGINT),
+       NULL,
+       _eng_cap(c.msg), $file_id, c.line_no
+FROM _eng_cls c WHERE starts_with(c.cls, 'ev_')
+"""
+
+ROUTER_REQUESTS = r"""
+INSERT INTO router_requests
+SELECT $node, ts, rlevel,
+       nullif(trim(regexp_extract(span, '\brequest_id=("[^"]*"|[^\s}]+)', 1), '"'), ''),
+       nullif(regexp_extract(span, '\bmethod=([^\s}]+)', 1), ''),
+       nullif(regexp_extract(span, '\buri=([^\s}]+)', 1), ''),
+       try_cast(nullif(coalesce(nullif(regexp_extract(span, '\bstatus_code=(\d+)', 1), ''),
+                                regexp_extract(msg, '\bstatus(?:_code)?[=: ]+(\d{3})\b', 1)), '') AS INTEGER),
+       _eng_int(nullif(regexp_extract(span, '\blatency=(\d+)', 1), '')),
+       nullif(regexp_extract(rest, '^([\w:]+): ', 1), ''),
+       _eng_cap(regexp_replace(rest, '^[\w:]+: (?:[\w/.\-]+:\d+: )?', '')), $file_id, line_no
+FROM (
+    SELECT line_no, ts, rlevel, msg,
+           regexp_extract(msg, '^\w+\{([^}]*)\}', 1) AS span,
+           regexp_replace(msg, '^\w+\{[^}]*\}: ', '') AS rest
+    FROM _eng_cls WHERE cls = 'router_request'
+)
+"""
+
+#: Router PD errors; a message wrapped onto the next (unprefixed) line is joined to it.
+ROUTER_EVENTS = r"""
+INSERT INTO engine_events
+SELECT $node, c.ts, false, NULL, 'router_pd_error',
+       nullif(trim(regexp_extract(c.msg, 'request_id=("[^"]*"|\S+)', 1), '"'), ''),
+       try_cast(nullif(regexp_extract(c.msg, 'bootstrap_room[=: ]+(\d+)', 1), '') AS BIGINT),
+       try_cast(nullif(regexp_extract(c.msg || ' ' || coalesce(n.msg, ''), '\bstatus[=: ]+(\d{3})\b', 1), '') AS INTEGER),
+       _eng_cap(c.msg || CASE WHEN n.msg IS NOT NULL THEN ' ' || n.msg ELSE '' END), $file_id, c.line_no
+FROM _eng_cls c
+LEFT JOIN _eng_cls n ON n.line_no = c.line_no + 1 AND n.ets = '' AND n.rts = ''
+    AND n.cls IN ('unrecognised', 'traceback', 'blank') AND n.msg <> ''
+WHERE c.cls = 'router_pd_error'
+"""
+
+#: Startup facts (kept whole, for engine_starts): the raw key/value text the builder needs.
+FACTS = r"""
+INSERT INTO engine_startup_facts
+SELECT $node, ts, ts_inferred, ranks, substr(cls, 4), $file_id, line_no,
+       CASE WHEN cls = 'st_server_args' THEN to_json(map(
+           list_transform(idx, lambda i: kk[i]),
+           list_transform(idx, lambda i: CASE
+               WHEN regexp_matches(kk[i], '(^|_)(api_key|token|password|secret)$') AND _eng_unq(v[i]) IS NOT NULL
+               THEN '<redacted>' ELSE _eng_unq(v[i]) END)))::VARCHAR END,
+       CASE WHEN cls = 'st_server_args' THEN NULL ELSE _eng_cap(_eng_redact(msg)) END
+FROM (
+    SELECT *, list_filter(range(1, len(kk) + 1),
+                          lambda i: kk[i] IS NOT NULL AND list_position(kk, kk[i]) = i) AS idx
+    FROM (
+        SELECT *, list_transform(range(1, len(v) + 1), lambda i: coalesce(k1[i], k2[i])) AS kk
+        FROM (
+            SELECT line_no, ts, ts_inferred, ranks, cls, msg,
+                   CASE WHEN cls = 'st_server_args' THEN regexp_extract_all(msg, '__TOKEN__', 1) ELSE [] END AS k1,
+                   CASE WHEN cls = 'st_server_args' THEN regexp_extract_all(msg, '__TOKEN__', 2) ELSE [] END AS k2,
+                   CASE WHEN cls = 'st_server_args' THEN regexp_extract_all(msg, '__TOKEN__', 3) ELSE [] END AS v
+            FROM _eng_cls WHERE starts_with(cls, 'st_')
+        )
+    )
+)
+""".replace("__TOKEN__", TOKEN_RE.replace("'", "''"))
+
+#: Everything else, by kind (request-log-like text is redacted, everything capped at 1 KiB).
+OTHER = r"""
+INSERT INTO engine_other_lines
+SELECT $node, ts, ts_inferred,
+       CASE WHEN starts_with(cls, 'st_') THEN 'startup'
+            WHEN cls IN ('router_startup') THEN 'router'
+            WHEN cls = 'req_openai' THEN 'request_openai'
+            ELSE cls END,
+       attached_to_line,
+       CASE WHEN cls = 'req_openai' THEN pre || regexp_extract(msg, '^[^{(]*', 0) || '<redacted>'
+            WHEN cls = 'st_server_args' THEN _eng_cap(pre || _eng_redact(left(msg, 4096)))
+            ELSE _eng_cap(pre || _eng_redact(left(msg, 4096))) END,
+       $file_id, line_no
+FROM _eng_cls
+WHERE cls NOT IN ('batch', 'http', 'req_received', 'req_finished', 'req_json', 'req_metrics', 'time_stats',
+                  'router_request', 'router_pd_error')
+  AND NOT starts_with(cls, 'rej_') AND NOT starts_with(cls, 'ev_')
+"""
+
+#: Lines that cannot be loaded: JSON request records that do not parse.
+REJECTS = r"""
+SELECT line_no, 'invalid JSON request record', pre || msg FROM _eng_cls
+WHERE (cls = 'req_json' AND NOT json_valid(msg)) OR (cls = 'req_metrics' AND NOT json_valid(msg))
+"""
+
+FACTS_DDL = """
+CREATE TABLE IF NOT EXISTS engine_startup_facts (
+    node         VARCHAR NOT NULL,
+    ts           TIMESTAMP,
+    ts_inferred  BOOLEAN,
+    ranks        VARCHAR,
+    fact         VARCHAR,   -- server_args | kv_cache | max_total | ready | bootstrap | pool_warning | other
+    file_id      INTEGER NOT NULL,
+    line_no      BIGINT NOT NULL,
+    args         VARCHAR,   -- server_args: JSON object of the parsed arguments (secrets redacted)
+    text         VARCHAR    -- other facts: the message (capped at 1 KiB)
+)
+"""
