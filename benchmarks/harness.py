@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import report
-from benchmarks.layout import Manifest, build_manifest, load_manifest, save_manifest
+from benchmarks.layout import (
+    Manifest,
+    build_manifest,
+    generator_version,
+    load_manifest,
+    save_manifest,
+)
 from benchmarks.steps import RESULT_MARKER, available_analysis
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -46,6 +52,7 @@ def parse_scale(text: str) -> tuple[str, int]:
         >>> parse_scale("1m"), parse_scale("2000"), parse_scale("2.5M")
         (('1m', 1000000), ('2000', 2000), ('2.5m', 2500000))
     """
+    text = text.split(":", 1)[0]
     m = _SCALE_RE.match(text)
     if not m:
         raise argparse.ArgumentTypeError(f"bad scale {text!r} (use e.g. 100k, 1m, 10m or 2000)")
@@ -76,6 +83,12 @@ class Options:
     json_out: Path | None = None
     keep_work: bool = False
     quiet: bool = False
+    #: step groups per scale label (``--scale 6m:gateway``); scales not listed run ``groups``
+    scale_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def groups_for(self, label: str) -> tuple[str, ...]:
+        """The step groups to run at one scale."""
+        return self.scale_groups.get(label, self.groups)
 
 
 @dataclass
@@ -104,9 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog="Example: python -m benchmarks --scale 100k --scale 1m --runs 3 --out benchmarks/RESULTS.md",
     )
-    p.add_argument("--scale", action="append", default=None, metavar="N",
+    p.add_argument("--scale", action="append", default=None, metavar="N[:GROUPS]",
                    help="incident size in requests: 100k, 1m, 10m, 2000 ... (repeatable or "
-                        "comma-separated; default: 100k and 1m)")
+                        "comma-separated; default: 100k and 1m). N:GROUPS limits that scale to "
+                        "some step groups, joined by '+', e.g. 6m:gateway or 1m:engine+e2e")
     p.add_argument("--with-10m", action="store_true", help="also run the 10 M-request incident")
     p.add_argument("--runs", type=int, default=3, help="measured runs per step (default 3; median reported)")
     p.add_argument("--pandas-runs", type=int, default=None,
@@ -135,10 +149,18 @@ def resolve_options(args: argparse.Namespace) -> Options:
     """Turn parsed arguments into :class:`Options`."""
     raw = args.scale or list(DEFAULT_SCALES)
     scales: list[tuple[str, int]] = []
+    scale_groups: dict[str, tuple[str, ...]] = {}
     for item in raw:
         for part in str(item).split(","):
             if part.strip():
-                scales.append(parse_scale(part))
+                scale = parse_scale(part)
+                scales.append(scale)
+                if ":" in part:
+                    sub = tuple(g.strip() for g in part.split(":", 1)[1].split("+") if g.strip())
+                    bad = [g for g in sub if g not in STEP_GROUPS]
+                    if bad:
+                        raise SystemExit(f"unknown step group(s) {bad} in --scale {part}")
+                    scale_groups[scale[0]] = sub
     if args.with_10m:
         scales.append(parse_scale("10m"))
     by_size: dict[int, tuple[str, int]] = {}
@@ -168,6 +190,7 @@ def resolve_options(args: argparse.Namespace) -> Options:
         json_out=(args.json_out or data_dir / "last-results.json").resolve(),
         keep_work=args.keep_work,
         quiet=args.quiet,
+        scale_groups=scale_groups,
     )
 
 
@@ -216,7 +239,11 @@ def ensure_data(opts: Options, label: str, requests: int) -> tuple[Path, Manifes
     """Return the cached data set of this scale, generating it (in a child) if missing."""
     target = opts.data_dir / label
     manifest = load_manifest(target) if target.is_dir() else None
-    stale = manifest is not None and (manifest.requests != requests or manifest.seed != opts.seed)
+    stale = manifest is not None and (
+        manifest.requests != requests
+        or manifest.seed != opts.seed
+        or manifest.generator_version != generator_version()
+    )
     if manifest is not None and not stale and not opts.regenerate:
         _log(opts, f"{label}: using cached data set {target}")
         return target, manifest
@@ -269,11 +296,12 @@ def run_scale(suite: Suite, label: str, requests: int) -> None:
     base = {"data_dir": str(data_dir), "work_dir": str(work)}
     case_path = work / "case-e2e.duckdb"
     analysis = suite.analysis_functions
-    groups = opts.groups
+    groups = opts.groups_for(label)
 
     def spec(step: str, **params: Any) -> dict[str, Any]:
         return {"step": step, **base, "params": params}
 
+    built = False  # the case for the analysis steps was built successfully (when e2e is not run)
     for run in range(1, opts.runs + 1):
         if "gateway" in groups:
             for g in manifest.gateway:
@@ -284,22 +312,29 @@ def run_scale(suite: Suite, label: str, requests: int) -> None:
             for step in ("toolkit_engine", "bare_engine"):
                 rec = run_child(spec(step, group="engine", raw_bytes=manifest.engine.raw_bytes), opts.timeout_s)
                 _record(suite, label, step, run, rec)
+        case_ok = built
         if "e2e" in groups:
             rec = run_child(spec("toolkit_e2e", case=str(case_path)), opts.timeout_s)
             _record(suite, label, "toolkit_e2e", run, rec)
+            case_ok = bool(rec.get("ok"))
         elif "analysis" in groups and analysis and run == 1:
             # the analysis steps need a loaded case: build it once, unmeasured
             rec = run_child(spec("toolkit_e2e", case=str(case_path)), opts.timeout_s)
             if not rec.get("ok"):
                 _record(suite, label, "toolkit_e2e", run, rec)
-        if "analysis" in groups and analysis and case_path.exists():
+            case_ok = built = bool(rec.get("ok"))
+        if "analysis" in groups and analysis and case_ok:
+            passed = []
             for name in analysis:
                 rec = run_child(spec("analysis", case=str(case_path), functions=[name],
                                      requests=requests), opts.timeout_s)
                 _record(suite, label, f"analysis:{name}", run, rec)
-            rec = run_child(spec("analysis", case=str(case_path), functions=analysis,
-                                 requests=requests), opts.timeout_s)
-            _record(suite, label, "analysis:all", run, rec)
+                if rec.get("ok"):
+                    passed.append(name)
+            if passed:
+                rec = run_child(spec("analysis", case=str(case_path), functions=passed,
+                                     requests=requests), opts.timeout_s)
+                _record(suite, label, "analysis:all", run, rec)
         if "pandas" in groups and run <= opts.pandas_runs:
             rec = run_child(spec("pandas_e2e"), opts.timeout_s)
             _record(suite, label, "pandas_e2e", run, rec)

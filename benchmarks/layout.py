@@ -120,6 +120,7 @@ class Manifest:
     n_leaks: int | None = None
     generate_s: float | None = None
     generate_peak_rss: int | None = None
+    generator_version: str | None = None
 
     @property
     def gateway_lines(self) -> int:
@@ -151,7 +152,18 @@ def build_manifest(data_dir: Path, scale: str, requests: int, seed: int) -> Mani
     if truth.is_file():
         with open(truth, encoding="utf-8") as fh:
             n_leaks = len(json.load(fh).get("leaks", []))
-    return Manifest(scale=scale, requests=requests, seed=seed, gateway=groups, engine=eng, n_leaks=n_leaks)
+    return Manifest(scale=scale, requests=requests, seed=seed, gateway=groups, engine=eng, n_leaks=n_leaks,
+                    generator_version=generator_version())
+
+
+def generator_version() -> str | None:
+    """``forensics.sample.GENERATOR_VERSION`` when the generator provides one."""
+    try:
+        import forensics.sample as sample
+    except ImportError:
+        return None
+    v = getattr(sample, "GENERATOR_VERSION", None)
+    return None if v is None else str(v)
 
 
 def load_manifest(data_dir: Path) -> Manifest | None:

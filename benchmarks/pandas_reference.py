@@ -15,8 +15,9 @@ written straightforwardly (no toolkit code, no DuckDB), but not deliberately slo
    bootstrap_room, the logged x-request-id header).
 4. Merges: rejected rid -> its prefill ``Receive`` (room, x-request-id); rejection time -> the
    node start in force (``merge_asof``), kept when that start was exposed (a prefill node whose KV
-   pool is smaller than its context length); x-request-id -> the Cloudflare record; HTTP 200 ->
-   affected.
+   pool is smaller than its context length); room -> the decode node's ``Receive`` (decode rid);
+   then the client's record: Cloudflare by x-request-id with status 200, or LiteLLM by request_id
+   (= the decode rid) with status ``success`` -> affected.
 
 Example:
     >>> from benchmarks.pandas_reference import analyze            # doctest: +SKIP
@@ -225,15 +226,26 @@ def analyze(data_dir: str | os.PathLike[str], tz: str = "Asia/Singapore") -> Res
     rej = rej.merge(dec, on="bootstrap_room", how="left")
     rej["x_request_id"] = rej["x_request_id"].fillna(rej["dec_x_request_id"])
 
-    # the client saw the edge's status
-    hits = rej.merge(
+    # edge tenants: the client saw Cloudflare's status; the record is found by x-request-id
+    edge = rej.merge(
         cf[["RayID", "x_request_id", "tenant_id", "EdgeResponseStatus"]], on="x_request_id", how="inner"
     )
-    hits = hits[pd.to_numeric(hits["EdgeResponseStatus"], errors="coerce") == 200]
+    edge = edge[pd.to_numeric(edge["EdgeResponseStatus"], errors="coerce") == 200]
+    edge = edge.rename(columns={"RayID": "request_id", "x_request_id": "header_request_id"})
+
+    # proxy tenants: LiteLLM's request_id is the decode node's rid; status 'success' = HTTP 200
+    proxy = pd.DataFrame(columns=["request_id", "tenant_id"])
+    if not ll.empty:
+        spend = ll.dropna(subset=["request_id"]).drop_duplicates(subset=["request_id"])
+        spend = spend[spend["status"] == "success"][["request_id", "team_id"]]
+        proxy = rej.merge(spend, left_on="decode_rid", right_on="request_id", how="inner")
+        proxy = proxy.rename(columns={"team_id": "tenant_id"})
+        proxy["header_request_id"] = None
+
+    cols = ["request_id", "header_request_id", "tenant_id", "node", "ts"]
     affected = (
-        hits.rename(columns={"RayID": "request_id", "x_request_id": "header_request_id",
-                             "node": "prefill_node"})
-        [["request_id", "header_request_id", "tenant_id", "prefill_node", "ts"]]
+        pd.concat([edge[cols], proxy[cols]], ignore_index=True)
+        .rename(columns={"node": "prefill_node"})
         .drop_duplicates(subset=["request_id"])
         .sort_values("ts")
         .reset_index(drop=True)

@@ -302,8 +302,16 @@ def correctness(results: list[dict[str, Any]], scale: str, data_dir: Path | None
 # -- rendering ------------------------------------------------------------------------------------
 
 
+def _numeric(cell: str) -> bool:
+    c = cell.strip().strip("*")
+    return not c or c[0].isdigit() or c[0] in "—-<>≤≥"
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    align = ["---"] + ["--:"] * (len(header) - 1)
+    align = ["---"] + [
+        "--:" if all(_numeric(r[i]) for r in rows if i < len(r)) and rows else "---"
+        for i in range(1, len(header))
+    ]
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return lines
@@ -395,7 +403,8 @@ def render(suite: Suite) -> str:
     out: list[str] = []
     date = suite.started.strftime("%Y-%m-%d %H:%M UTC")
     cmd = "python -m benchmarks " + " ".join(
-        [f"--scale {s}" for s in scales] + [f"--runs {opts.runs}"]
+        [f"--scale {s}" + (":" + "+".join(opts.scale_groups[s]) if s in opts.scale_groups else "")
+         for s in scales] + [f"--runs {opts.runs}"]
         + ([f"--pandas-runs {opts.pandas_runs}"] if opts.pandas_runs != opts.runs else [])
         + ([f"--steps {','.join(opts.groups)}"] if len(opts.groups) < 5 else [])
     )
@@ -490,6 +499,9 @@ def render(suite: Suite) -> str:
         for name in [*suite.analysis_functions, "all"]:
             s = st.get((scale, f"analysis:{name}"))
             if s:
+                if name == "all":
+                    n_f = len(s.records[0].get("extra", {}).get("per_function_s") or {})
+                    name = f"all ({n_f} functions)"
                 rows.append([scale, name, s.time(), f"{s.rows_out if s.rows_out is not None else '—'}",
                              f"{_rate(n / s.median)}/s", _mib(s.peak_rss)])
     out += _table(["scale", "query", "wall time", "result rows", "req/s", "peak RSS"], rows)

@@ -1,0 +1,88 @@
+"""Smoke test of the benchmark suite: the whole harness at a tiny scale, one run, no timing asserts."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import harness, report
+from benchmarks.layout import truth_leaks
+from benchmarks.pandas_reference import analyze
+
+pytestmark = pytest.mark.slow
+
+SCALE = "2000"
+
+
+@pytest.fixture(scope="module")
+def suite_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path, dict]:
+    tmp = tmp_path_factory.mktemp("bench")
+    out = tmp / "RESULTS.md"
+    raw = tmp / "results.json"
+    rc = harness.main([
+        "--scale", SCALE, "--runs", "1", "--out", str(out), "--json", str(raw),
+        "--data-dir", str(tmp / "data"), "--quiet", "--note", "smoke test",
+    ])
+    return rc, out, json.loads(raw.read_text(encoding="utf-8"))
+
+
+def _has_affected() -> bool:
+    try:
+        mod = importlib.import_module("forensics.analysis")
+    except ImportError:
+        return False
+    return callable(getattr(mod, "affected_requests", None))
+
+
+def test_report_has_every_section(suite_run: tuple[int, Path, dict]) -> None:
+    rc, out, raw = suite_run
+    text = out.read_text(encoding="utf-8")
+    for section in report.SECTIONS:
+        assert section in text, section
+    failures = [r for r in raw["results"] if not r.get("ok")]
+    assert rc == 0 and not failures, failures
+    keys = {r["key"] for r in raw["results"]}
+    assert {"toolkit_engine", "bare_engine", "toolkit_e2e", "pandas_e2e"} <= keys
+    assert any(k.startswith("toolkit_gateway:") for k in keys)
+    assert any(k.startswith("bare_gateway:") for k in keys)
+    for r in raw["results"]:
+        assert r["wall_s"] >= 0 and r["peak_rss"] > 0
+
+
+def test_pandas_reference_matches_truth(suite_run: tuple[int, Path, dict]) -> None:
+    _, _, raw = suite_run
+    corr = raw["correctness"][SCALE]
+    pandas = corr["pandas"]
+    assert pandas["n_missed"] == 0 and pandas["n_extra"] == 0, pandas
+    assert corr["pandas_tenants"] == corr["truth_tenants"]
+
+
+def test_pandas_reference_agrees_with_toolkit(suite_run: tuple[int, Path, dict]) -> None:
+    if not _has_affected():
+        pytest.skip("forensics.analysis.affected_requests is not there yet")
+    _, _, raw = suite_run
+    corr = raw["correctness"][SCALE]
+    assert corr["toolkit"] is not None
+    assert corr["toolkit"]["n_missed"] == 0 and corr["toolkit"]["n_extra"] == 0, corr["toolkit"]
+    assert corr["agree"] is True
+
+
+def test_pandas_reference_on_bundled_sample() -> None:
+    sample = Path(__file__).resolve().parent.parent / "sample_data"
+    if not (sample / "truth.json").is_file():
+        pytest.skip("sample_data/ is not generated yet")
+    result = analyze(sample)
+    leaks = truth_leaks(sample)
+    got = set(result.affected["request_id"])
+    assert report.compare_to_truth(result.affected.to_dict(orient="records"), leaks)["n_missed"] == 0
+    assert len(got) == len(leaks)
+
+
+def test_parse_scale() -> None:
+    assert harness.parse_scale("100k") == ("100k", 100_000)
+    assert harness.parse_scale("10M") == ("10m", 10_000_000)
+    with pytest.raises(Exception, match="bad scale"):
+        harness.parse_scale("lots")
