@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from forensics import __version__
 from forensics.errors import InputError
@@ -126,7 +126,7 @@ def open_decompressed(path: Path) -> Iterator[IO[bytes]]:
     comp = compression_of(path)
     if comp == "gzip":
         with gzip.open(path, "rb") as fh:
-            yield fh
+            yield cast(IO[bytes], fh)
     elif comp == "zstd":
         import zstandard
 

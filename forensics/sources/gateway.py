@@ -1,0 +1,1167 @@
+"""Load gateway request logs of any front door into ``gateway_requests``, with provenance.
+
+One pipeline serves every preset and every TOML mapping (:mod:`forensics.sources.gateway_presets`):
+
+1. *sniff* each file (container: NDJSON, CSV, JSON array / document, Parquet, text) and, with
+   ``format="auto"``, detect the preset from a sample of its records;
+2. *load* it with one ``INSERT ... SELECT`` over DuckDB's own readers: the file is read as lines
+   (``read_csv`` with one column, so every physical line keeps its number) or records, each record's
+   fields are pulled out with one ``json_extract_string`` call, and the canonical columns are
+   computed in SQL. No Python loop touches a row;
+3. move the lines that failed into ``rejected_lines``, flag delivery-retry duplicates, write the
+   counts (``lines_read == rows_loaded + rows_rejected + rows_duplicate``) into ``evidence_files``.
+
+Each file is one transaction: a file either lands whole (with its counts) or not at all.
+
+Example:
+    >>> import forensics
+    >>> case = forensics.open_case(":memory:")
+    >>> summary = case.ingest_gateway("logs/cloudflare/", format="auto")   # doctest: +SKIP
+    >>> print(summary.render())                                            # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+import threading
+import time
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from forensics.errors import (
+    FormatDetectionError,
+    InputError,
+    MissingFieldError,
+    ParameterError,
+)
+from forensics.sources.files import (
+    GZIP_MAGIC,
+    RAW_CAP,
+    ZSTD_MAGIC,
+    compression_of,
+    expand_paths,
+    finish_file,
+    head_bytes,
+    open_decompressed,
+    progress_bar,
+    register_file,
+    sha256_file,
+)
+from forensics.sources.gateway_presets import (
+    COLUMN_KIND,
+    PRESETS,
+    Col,
+    Spec,
+    json_path,
+    load_mapping,
+    meta_tenant,
+)
+from forensics.sources.summary import FileSummary, IngestSummary
+
+if TYPE_CHECKING:
+    from forensics.case import Case
+
+#: Options ``ingest_gateway`` accepts besides format/tz/quiet.
+KNOWN_OPTIONS = {
+    "layer": "override the layer written to every row (edge, proxy, router, ...)",
+    "tenant_field": "read the tenant from this field (top-level key or $-path) instead of the preset's rule",
+    "tenant_header": "cloudflare-http: read the tenant from RequestHeaders.<NAME> instead of the path",
+    "tenant_key": "cloudflare-ai-gateway: the key inside metadata that holds the tenant",
+    "tenant_attribute": "otel: the span or resource attribute that holds the tenant",
+}
+
+#: Marker of a rejected line while a file's transaction is open (moved out before commit).
+_REJECT = "!rejected"
+
+#: Rows sampled per file for detection and the required-field check.
+SAMPLE_RECORDS = 200
+
+_SAMPLE_BYTES = 256 * 1024
+
+
+def _lit(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+# -- SQL helpers ----------------------------------------------------------------------------------
+
+_MACROS = r"""
+CREATE OR REPLACE TEMP MACRO gw_str(x) AS nullif(nullif(trim(x), ''), '-');
+CREATE OR REPLACE TEMP MACRO gw_int(x) AS coalesce(TRY_CAST(x AS BIGINT), TRY_CAST(TRY_CAST(x AS DOUBLE) AS BIGINT));
+CREATE OR REPLACE TEMP MACRO gw_json_get(doc, p) AS CASE WHEN json_valid(doc) THEN json_extract_string(doc, p) END;
+CREATE OR REPLACE TEMP MACRO gw_unit(n) AS CASE
+    WHEN abs(n) >= 100000000000000000 THEN 'ns' WHEN abs(n) >= 100000000000000 THEN 'us'
+    WHEN abs(n) >= 100000000000 THEN 'ms' ELSE 's' END;
+CREATE OR REPLACE TEMP MACRO gw_us_factor(u) AS CASE u WHEN 'ns' THEN 0.001 WHEN 'us' THEN 1 WHEN 'ms' THEN 1000 ELSE 1000000 END;
+CREATE OR REPLACE TEMP MACRO gw_has_zone(x) AS regexp_matches(x, '(?i)(z|[+-]\d\d:?\d\d|[+-]\d\d|utc|gmt)\s*$');
+CREATE OR REPLACE TEMP MACRO gw_frac_prec(d) AS CASE WHEN d = 0 THEN 's' WHEN d <= 3 THEN 'ms' WHEN d <= 6 THEN 'us' ELSE 'ns' END;
+CREATE OR REPLACE TEMP MACRO gw_attrs(a) AS CASE WHEN a IS NULL THEN NULL ELSE
+    '{' || array_to_string(list_transform(CAST(json_extract(a, '$[*]') AS VARCHAR[]), x ->
+        to_json(json_extract_string(x, '$.key')) || ':' || to_json(coalesce(
+            json_extract_string(x, '$.value.stringValue'), json_extract_string(x, '$.value.intValue'),
+            json_extract_string(x, '$.value.doubleValue'), json_extract_string(x, '$.value.boolValue'),
+            json_extract_string(x, '$.value')))), ',') || '}' END;
+"""
+
+
+def _install_macros(con: duckdb.DuckDBPyConnection) -> None:
+    for stmt in _MACROS.split(";"):
+        if stmt.strip():
+            con.execute(stmt)
+
+
+def ts_sql(x: str, tz: str, unit: str | None = None, fmt: str | None = None) -> str:
+    """SQL turning the text ``x`` (epoch number in any unit, or RFC 3339) into a UTC TIMESTAMP.
+
+    Integers and numeric strings: unit from ``unit`` or by magnitude (s < 1e11 <= ms < 1e14 <= us
+    < 1e17 <= ns). Strings with a zone or offset are converted to UTC; zone-less ones are read in
+    ``tz``. ``fmt`` is a strptime format for anything else.
+
+    Example:
+        >>> import duckdb; con = duckdb.connect(); _install_macros(con)
+        >>> con.sql("SELECT " + ts_sql("'1788357791482000000'", "UTC")).fetchone()[0]
+        datetime.datetime(2026, 9, 2, 14, 3, 11, 482000)
+    """
+    if fmt is not None:
+        parsed = f"try_strptime({x}, {_lit(fmt)})"
+        if "%z" in fmt or "%Z" in fmt:
+            return f"CAST({parsed} AS TIMESTAMP)"
+        return _local(parsed, tz)
+    unit_sql = _lit(unit) if unit else f"gw_unit(TRY_CAST({x} AS BIGINT))"
+    dec_unit = _lit(unit) if unit else f"gw_unit(TRY_CAST({x} AS DECIMAL(38,9)))"
+    return (
+        f"CASE WHEN {x} IS NULL THEN NULL "
+        f"WHEN NOT contains({x}, '.') AND TRY_CAST({x} AS BIGINT) IS NOT NULL THEN "
+        f"make_timestamp(CAST(TRY_CAST({x} AS BIGINT) * gw_us_factor({unit_sql}) AS BIGINT)) "
+        f"WHEN TRY_CAST({x} AS DECIMAL(38,9)) IS NOT NULL THEN "
+        f"make_timestamp(CAST(TRY_CAST({x} AS DECIMAL(38,9)) * gw_us_factor({dec_unit}) AS BIGINT)) "
+        f"WHEN gw_has_zone({x}) THEN CAST(TRY_CAST({x} AS TIMESTAMPTZ) AS TIMESTAMP) "
+        f"ELSE {_local(f'TRY_CAST({x} AS TIMESTAMP)', tz)} END"
+    )
+
+
+def _local(naive: str, tz: str) -> str:
+    # The session zone is UTC (Case sets it), so TIMESTAMPTZ -> TIMESTAMP yields UTC wall time.
+    if tz == "UTC":
+        return naive
+    return f"CAST(timezone({_lit(tz)}, {naive}) AS TIMESTAMP)"
+
+
+def precision_sql(x: str, unit: str | None = None, fmt: str | None = None) -> str:
+    """SQL for the resolution of a raw time value: 's', 'ms', 'us' or 'ns'.
+
+    Example:
+        >>> import duckdb; con = duckdb.connect(); _install_macros(con)
+        >>> con.sql("SELECT " + precision_sql("'2026-09-02T04:51:59.123Z'")).fetchone()[0]
+        'ms'
+    """
+    if fmt is not None:
+        return "'us'" if "%f" in fmt else "'s'"
+    base = _lit(unit) if unit else f"gw_unit(TRY_CAST({x} AS BIGINT))"
+    dec_base = _lit(unit) if unit else f"gw_unit(TRY_CAST({x} AS DECIMAL(38,9)))"
+    order = "['s','ms','us','ns']"
+    return (
+        f"CASE WHEN {x} IS NULL THEN NULL "
+        f"WHEN NOT contains({x}, '.') AND TRY_CAST({x} AS BIGINT) IS NOT NULL THEN {base} "
+        f"WHEN TRY_CAST({x} AS DECIMAL(38,9)) IS NOT NULL THEN "
+        f"{order}[least(4, list_position({order}, {dec_base}) + "
+        f"CAST(ceil(length(split_part({x}, '.', 2)) / 3) AS INTEGER))] "
+        f"ELSE gw_frac_prec(length(regexp_extract({x}, ':\\d\\d[.,](\\d+)', 1))) END"
+    )
+
+
+def zoneless_sql(x: str) -> str:
+    """SQL: true when the raw value is a date-time without zone (so ``tz`` was applied)."""
+    return (
+        f"({x} IS NOT NULL AND TRY_CAST({x} AS DECIMAL(38,9)) IS NULL AND NOT gw_has_zone({x}))"
+    )
+
+
+# -- containers -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Sniff:
+    """What a file looks like: container kind, compression and a few sample records."""
+
+    container: str  # ndjson | csv | json-array | json-doc | parquet | text
+    compression: str
+    records: list[dict[str, Any]]
+    keys: set[str]
+    text_lines: list[str]
+
+
+def _duck_compression(comp: str) -> str:
+    return {"gzip": "gzip", "zstd": "zstd"}.get(comp, "none")
+
+
+def _lines_reader(path: str, comp: str, rejects: str | None) -> str:
+    # One VARCHAR column per physical line: no quoting, a delimiter that never splits, '\n' only
+    # (a stray '\r' stays inside the line). Blank lines come back as NULL rows, so row_number()
+    # is the physical line number, except for lines the reader itself rejects (invalid UTF-8,
+    # over-long): those are listed in the rejects table and the numbers fixed afterwards.
+    extra = ""
+    if rejects:
+        extra = (f", ignore_errors=true, store_rejects=true, rejects_table={_lit(rejects)}, "
+                 f"rejects_scan={_lit(rejects + '_scan')}")
+    return (
+        f"read_csv({_lit(path)}, columns={{'line': 'VARCHAR'}}, header=false, delim='\\x01', "
+        f"quote='', escape='', auto_detect=false, strict_mode=false, new_line='\\n', "
+        f"max_line_size=8388608, buffer_size=33554432, compression={_lit(_duck_compression(comp))}{extra})"
+    )
+
+
+def sniff(path: Path) -> Sniff:
+    """Look at the start of a file: its container and up to ``SAMPLE_RECORDS`` sample records.
+
+    Example:
+        >>> import tempfile; d = Path(tempfile.mkdtemp()); p = d / "a.ndjson"
+        >>> _ = p.write_text('{"RayID": "x"}\\n')
+        >>> sniff(p).container, sorted(sniff(p).keys)
+        ('ndjson', ['RayID'])
+    """
+    comp = compression_of(path)
+    with open(path, "rb") as fh:
+        magic = fh.read(4)
+    if magic == b"PAR1":
+        con = duckdb.connect()
+        try:
+            rows = con.execute(
+                f"SELECT to_json(p) FROM read_parquet({_lit(str(path))}) p LIMIT {SAMPLE_RECORDS}"
+            ).fetchall()
+        except duckdb.Error as exc:
+            raise InputError(f"cannot read Parquet file: {exc}", where=str(path)) from exc
+        finally:
+            con.close()
+        recs = [json.loads(r[0]) for r in rows]
+        return Sniff("parquet", "none", recs, _keys(recs), [])
+    head = head_bytes(path, _SAMPLE_BYTES)
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    text = head.decode("utf-8", errors="replace")
+    stripped = text.lstrip()
+    lines = text.splitlines()
+    if len(head) == _SAMPLE_BYTES and lines:
+        lines = lines[:-1]  # the last one may be cut by the sample size
+    if stripped.startswith("["):
+        recs = _sample_json_array(path, comp)
+        return Sniff("json-array", comp, recs, _keys(recs), [])
+    if stripped.startswith("{"):
+        first = next((ln for ln in lines if ln.strip()), "")
+        try:
+            obj = json.loads(first)
+            ndjson = isinstance(obj, dict)
+        except ValueError:
+            ndjson = False
+        if ndjson:
+            recs = []
+            for ln in lines:
+                if len(recs) >= SAMPLE_RECORDS:
+                    break
+                with contextlib.suppress(ValueError):
+                    o = json.loads(ln)
+                    if isinstance(o, dict):
+                        recs.append(o)
+            return Sniff("ndjson", comp, recs, _keys(recs), [])
+        recs = _sample_json_doc(path, comp)
+        return Sniff("json-doc", comp, recs, _keys(recs), [])
+    first_line = next((ln for ln in lines if ln.strip()), "")
+    if _looks_like_csv_header(first_line):
+        recs = _sample_csv(path, comp)
+        return Sniff("csv", comp, recs, _keys(recs), [])
+    return Sniff("text", comp, [], set(), lines[:SAMPLE_RECORDS])
+
+
+def _keys(recs: list[dict[str, Any]]) -> set[str]:
+    keys: set[str] = set()
+    for r in recs:
+        keys.update(r)
+    return keys
+
+
+def _looks_like_csv_header(line: str) -> bool:
+    for delim in (",", "\t", ";", "|"):
+        cells = [c.strip().strip('"') for c in line.split(delim)]
+        if len(cells) >= 3 and all(re.fullmatch(r"[A-Za-z_][\w.:\-]*", c) for c in cells):
+            return True
+    return False
+
+
+def _sample_json_array(path: Path, comp: str) -> list[dict[str, Any]]:
+    con = duckdb.connect()
+    try:
+        rows = con.execute(
+            f"SELECT json FROM read_json_objects({_lit(str(path))}, format='array', "
+            f"compression={_lit(_duck_compression(comp))}) LIMIT {SAMPLE_RECORDS}"
+        ).fetchall()
+    except duckdb.Error:
+        return []
+    finally:
+        con.close()
+    return [o for o in (_loads(r[0]) for r in rows) if isinstance(o, dict)]
+
+
+def _sample_json_doc(path: Path, comp: str) -> list[dict[str, Any]]:
+    con = duckdb.connect()
+    try:
+        rows = con.execute(
+            f"SELECT json FROM read_json_objects({_lit(str(path))}, format='unstructured', "
+            f"compression={_lit(_duck_compression(comp))}) LIMIT 3"
+        ).fetchall()
+    except duckdb.Error:
+        return []
+    finally:
+        con.close()
+    out: list[dict[str, Any]] = []
+    for r in rows:
+        doc = _loads(r[0])
+        if isinstance(doc, dict) and isinstance(doc.get("result"), list):
+            out.extend(o for o in doc["result"][:SAMPLE_RECORDS] if isinstance(o, dict))
+        elif isinstance(doc, dict):
+            out.append(doc)
+    return out
+
+
+def _sample_csv(path: Path, comp: str) -> list[dict[str, Any]]:
+    con = duckdb.connect()
+    try:
+        rows = con.execute(
+            f"SELECT to_json(c) FROM read_csv({_lit(str(path))}, all_varchar=true, header=true, "
+            f"ignore_errors=true, compression={_lit(_duck_compression(comp))}) c LIMIT {SAMPLE_RECORDS}"
+        ).fetchall()
+    except duckdb.Error:
+        return []
+    finally:
+        con.close()
+    return [o for o in (_loads(r[0]) for r in rows) if isinstance(o, dict)]
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+# -- detection ------------------------------------------------------------------------------------
+
+_SMG_HINTS = re.compile(r"http_request\{|Starting router on|sglang_router_rs|smg::")
+
+
+def detect(sn: Sniff, path: Path) -> tuple[Spec, str]:
+    """Pick the preset whose signature the sampled records carry; explain the choice.
+
+    Example:
+        >>> s = Sniff("ndjson", "none", [{"RayID": "a", "EdgeStartTimestamp": 1}], {"RayID", "EdgeStartTimestamp"}, [])
+        >>> detect(s, Path("x.log"))[1]
+        'auto-detected cloudflare-http (RayID, EdgeStartTimestamp)'
+    """
+    names = ", ".join(PRESETS)
+    if sn.container == "text":
+        if any(_SMG_HINTS.search(ln) for ln in sn.text_lines):
+            return PRESETS["smg-router"], "auto-detected smg-router (http_request{...} router lines)"
+        raise FormatDetectionError(
+            "cannot tell which gateway wrote this text file", where=str(path),
+            hint=f"pass --gateway-format with one of: {names}, or a mapping .toml with line_regex",
+        )
+    if "resourceSpans" in sn.keys:
+        return PRESETS["otel"], "auto-detected otel (resourceSpans)"
+    if not sn.records:
+        raise FormatDetectionError(
+            f"no parseable records at the start of this {sn.container} file", where=str(path),
+            hint=f"check the file, or pass --gateway-format with one of: {names}",
+        )
+    matches: list[tuple[Spec, list[str]]] = []
+    for spec in PRESETS.values():
+        if not spec.signature:
+            continue
+        hit: list[str] = []
+        for group in spec.signature:
+            found = next((k for k in group if k in sn.keys), None)
+            if found is None:
+                break
+            hit.append(found)
+        else:
+            matches.append((spec, hit))
+    if len(matches) == 1:
+        spec, hit = matches[0]
+        return spec, f"auto-detected {spec.name} ({', '.join(hit)})"
+    sample_keys = ", ".join(sorted(sn.keys)[:12])
+    if not matches:
+        raise FormatDetectionError(
+            f"no preset matches this {sn.container} file (keys: {sample_keys})", where=str(path),
+            hint=f"pass --gateway-format with one of: {names}, or a mapping .toml",
+        )
+    raise FormatDetectionError(
+        f"ambiguous format: matches {', '.join(s.name for s, _ in matches)} (keys: {sample_keys})",
+        where=str(path), hint=f"pass --gateway-format with one of: {names}",
+    )
+
+
+# -- resolving format and options -----------------------------------------------------------------
+
+
+def resolve_spec(format: str) -> Spec | None:
+    """The preset or mapping named by ``format`` (None for 'auto').
+
+    Example:
+        >>> resolve_spec("litellm").layer
+        'proxy'
+        >>> resolve_spec("nope")
+        Traceback (most recent call last):
+        ...
+        forensics.errors.ParameterError: unknown gateway format 'nope' (use auto, cloudflare-http, cloudflare-ai-gateway, nginx-json, envoy, litellm, otel, smg-router, or a mapping .toml file)
+    """
+    if format == "auto":
+        return None
+    if format in PRESETS:
+        return PRESETS[format]
+    if format.endswith(".toml") or Path(format).is_file():
+        return load_mapping(format)
+    raise ParameterError(
+        f"unknown gateway format {format!r}",
+        hint=f"use auto, {', '.join(PRESETS)}, or a mapping .toml file",
+    )
+
+
+def apply_options(spec: Spec, options: dict[str, Any]) -> Spec:
+    """Return ``spec`` with the tenant/layer options applied.
+
+    Example:
+        >>> apply_options(PRESETS["litellm"], {"tenant_field": "end_user"}).columns["tenant_id"].fields
+        ('end_user',)
+    """
+    cols = dict(spec.columns)
+    if options.get("tenant_field"):
+        cols["tenant_id"] = Col(fields=(str(options["tenant_field"]),))
+    if options.get("tenant_header"):
+        name = str(options["tenant_header"])
+        cols["tenant_id"] = Col(fields=(f"$.RequestHeaders.{json_path(name)[2:]}",),
+                                extra_fields=("RequestHeaders",),
+                                sql=f"coalesce({{v}}, gw_json_get({{f:RequestHeaders}}, {_lit(json_path(name))}))")
+    if options.get("tenant_key"):
+        cols["tenant_id"] = meta_tenant(spec.columns.get("tenant_id", Col()).fields or ("metadata",),
+                                        (str(options["tenant_key"]),))
+    if options.get("tenant_attribute"):
+        a = json_path(str(options["tenant_attribute"]))[2:]
+        cols["tenant_id"] = Col(fields=(f"$.attributes.{a}", f"$.resource.{a}"))
+    layer = str(options["layer"]) if options.get("layer") else spec.layer
+    return replace(spec, columns=cols, layer=layer)
+
+
+def check_tz(con: duckdb.DuckDBPyConnection, tz: str) -> None:
+    """Fail early, and clearly, on an unknown zone name.
+
+    Example:
+        >>> check_tz(duckdb.connect(), "Mars/Olympus")
+        Traceback (most recent call last):
+        ...
+        forensics.errors.ParameterError: unknown time zone 'Mars/Olympus' (use an IANA name such as UTC, Europe/Berlin or Asia/Singapore)
+    """
+    row = con.execute(
+        "SELECT count(*) FROM pg_timezone_names() WHERE name = $tz OR abbrev = $tz", {"tz": tz}
+    ).fetchone()
+    if not row or not row[0] or "'" in tz:
+        raise ParameterError(f"unknown time zone {tz!r}",
+                             hint="use an IANA name such as UTC, Europe/Berlin or Asia/Singapore")
+
+
+# -- the SQL of one file ----------------------------------------------------------------------------
+
+
+@dataclass
+class FilePlan:
+    """How one file is read: its spec, container, and the SQL source of (rn, line) records."""
+
+    path: Path
+    spec: Spec
+    sniff: Sniff
+    detected: str | None
+
+
+def _source_sql(plan: FilePlan, read_path: str, comp: str, rejects: str) -> str:
+    """SQL of the record source ``(rn, line)``.
+
+    ``line`` is JSON text for JSON-like containers and the raw line for text. For CSV and line
+    readers, reader-level rejects land in the table ``rejects``.
+    """
+    c = plan.sniff.container
+    spec = plan.spec
+    if spec.container == "otlp" or (plan.sniff.container in ("ndjson", "json-doc") and "resourceSpans" in plan.sniff.keys):
+        if c == "ndjson":
+            docs = f"SELECT row_number() OVER () AS rn, line FROM {_lines_reader(read_path, comp, rejects)}"
+            number = "rn"
+        else:
+            docs = (f"SELECT 1 AS rn, json AS line FROM read_json_objects({_lit(read_path)}, "
+                    f"format='unstructured', compression={_lit(_duck_compression(comp))})")
+            number = "row_number() OVER ()"
+        src = f"""
+        SELECT {number} AS rn, CASE WHEN span IS NULL THEN rawline ELSE json_object(
+            'traceId', json_extract_string(span, '$.traceId'), 'spanId', json_extract_string(span, '$.spanId'),
+            'name', json_extract_string(span, '$.name'),
+            'startTimeUnixNano', json_extract_string(span, '$.startTimeUnixNano'),
+            'endTimeUnixNano', json_extract_string(span, '$.endTimeUnixNano'),
+            'attributes', json(gw_attrs(json_extract(span, '$.attributes'))),
+            'resource', json(gw_attrs(json_extract(rs, '$.resource.attributes'))),
+            'genai', contains(coalesce(gw_attrs(json_extract(span, '$.attributes')), ''), '"gen_ai.')
+        ) END AS line
+        FROM (
+            SELECT rn, rawline, rs, unnest(CASE WHEN rs IS NULL OR json_array_length(json_extract(rs, '$.scopeSpans[*].spans[*]')) = 0
+                                            THEN [NULL::JSON] ELSE json_extract(rs, '$.scopeSpans[*].spans[*]') END) AS span
+            FROM (
+                SELECT rn, line AS rawline, unnest(CASE WHEN try(json_array_length(line, '$.resourceSpans')) > 0
+                                                   THEN json_extract(line, '$.resourceSpans[*]') ELSE [NULL::JSON] END) AS rs
+                FROM ({docs})
+            )
+        )"""
+        return src
+    if c == "ndjson":
+        return f"SELECT row_number() OVER () AS rn, line FROM {_lines_reader(read_path, comp, rejects)}"
+    if c == "text":
+        return f"SELECT row_number() OVER () AS rn, line FROM {_lines_reader(read_path, comp, rejects)}"
+    if c == "csv":
+        return (
+            f"SELECT row_number() OVER () AS rn, to_json(c) AS line FROM read_csv({_lit(read_path)}, "
+            f"all_varchar=true, header=true, ignore_errors=true, store_rejects=true, "
+            f"rejects_table={_lit(rejects)}, rejects_scan={_lit(rejects + '_scan')}, "
+            f"compression={_lit(_duck_compression(comp))}) c"
+        )
+    if c == "parquet":
+        return f"SELECT row_number() OVER () AS rn, to_json(p) AS line FROM read_parquet({_lit(read_path)}) p"
+    if c == "json-array":
+        return (
+            f"SELECT row_number() OVER () AS rn, json AS line FROM read_json_objects({_lit(read_path)}, "
+            f"format='array', compression={_lit(_duck_compression(comp))})"
+        )
+    # a single JSON document: a REST envelope {"result": [...]} or one record
+    return (
+        f"SELECT row_number() OVER () AS rn, rec AS line FROM (SELECT unnest(CASE WHEN "
+        f"json_type(json, '$.result') = 'ARRAY' THEN json_extract(json, '$.result[*]') ELSE [json] END) AS rec "
+        f"FROM read_json_objects({_lit(read_path)}, format='unstructured', "
+        f"compression={_lit(_duck_compression(comp))}))"
+    )
+
+
+def _value_sql(col: Col, idx: dict[str, int]) -> str:
+    parts = [f"gw_str(f[{idx[f]}])" for f in col.fields]
+    v = parts[0] if len(parts) == 1 else f"coalesce({', '.join(parts)})"
+    if col.regex is not None:
+        v = f"nullif(regexp_extract({v}, {_lit(col.regex)}, {col.group}), '')"
+    if col.values:
+        whens = " ".join(f"WHEN {_lit(k)} THEN {_lit(val)}" for k, val in col.values.items())
+        v = f"(CASE {v} {whens} ELSE {v} END)"
+    if col.default is not None:
+        v = f"coalesce({v}, {_lit(col.default)})"
+    if col.sql is not None:
+        v = re.sub(r"\{f:([^}]+)\}", lambda m: f"f[{idx[m.group(1)]}]", col.sql).replace("{v}", v)
+    return v
+
+
+def _typed(kind: str, v: str, custom: bool) -> str:
+    if custom or kind == "str":
+        return v
+    if kind == "int":
+        return f"gw_int({v})"
+    if kind == "bool":
+        return (f"CASE WHEN {v} IS NULL THEN NULL ELSE (lower({v}) LIKE '%event-stream%' "
+                f"OR lower({v}) IN ('true', '1', 'yes', 't', 'y')) END")
+    raise AssertionError(kind)
+
+
+CANONICAL_INSERT_COLUMNS = (
+    "request_id", "header_request_id", "tenant_id", "model", "ts_start", "ts_end", "ts_raw",
+    "ts_precision", "ts_zone_assumed", "method", "path", "status", "prompt_tokens",
+    "completion_tokens", "tokens_source", "request_bytes", "response_bytes", "streamed",
+    "in_band_error", "upstream", "layer", "source_format", "is_duplicate", "file_id", "line_no",
+)
+
+
+def build_insert_sql(plan: FilePlan, *, read_path: str, comp: str, rejects: str, file_id: int, tz: str) -> str:
+    """The one ``INSERT ... SELECT`` that loads a file (good rows and marked rejected rows).
+
+    Rejected lines are written with ``layer = '!rejected'``, the raw line in ``ts_raw`` and the
+    reason in ``in_band_error``, then moved to ``rejected_lines`` inside the same transaction:
+    this keeps the load to a single pass over the (possibly compressed) source.
+    """
+    spec = plan.spec
+    tz = spec.tz or tz
+    fields = spec.all_fields()
+    idx = {f: i + 1 for i, f in enumerate(fields)}
+    paths = "[" + ", ".join(_lit(json_path(f)) for f in fields) + "]"
+    src = _source_sql(plan, read_path, comp, rejects)
+    text = plan.sniff.container == "text" or spec.line_regex is not None
+    if text:
+        pattern = spec.line_regex or ""
+        py = re.compile(pattern)
+        names = {i: n for n, i in py.groupindex.items()}
+        group_names = [names.get(i, f"_g{i}") for i in range(1, py.groups + 1)]
+        rec = (f"CASE WHEN regexp_matches(line, {_lit(pattern)}) THEN "
+               f"CAST(to_json(regexp_extract(line, {_lit(pattern)}, [{', '.join(_lit(n) for n in group_names)}])) AS VARCHAR) END")
+        parse_fail = (
+            "'not a router request line'" if spec.name == "smg-router"
+            else f"'line does not match line_regex of {spec.name}'"
+        )
+    else:
+        rec = "line"
+        parse_fail = ("CASE WHEN json_valid(line) THEN 'not a JSON object' "
+                      "ELSE 'invalid JSON' END")
+
+    cols = spec.columns
+    vals: dict[str, str] = {}
+    for name, col in cols.items():
+        vals[name] = _value_sql(col, idx)
+
+    start = cols.get("ts_start")
+    end = cols.get("ts_end")
+    dur = cols.get("duration")
+    raw_start = vals.get("ts_start", "NULL::VARCHAR")
+    raw_end = vals.get("ts_end", "NULL::VARCHAR")
+    raw_dur = vals.get("duration", "NULL::VARCHAR")
+    dur_unit = (dur.unit if dur and dur.unit else "ms")
+    ts_fields = ", ".join(dict.fromkeys([*(start.fields if start else ()), *(end.fields if end else ())]))
+
+    select_vals = ",\n            ".join(
+        f"{_typed(COLUMN_KIND[n], v, cols[n].sql is not None)} AS c_{n}"
+        for n, v in vals.items() if n not in ("ts_start", "ts_end", "duration")
+    )
+    keep = "true"
+    if spec.keep_sql:
+        keep = re.sub(r"\{f:([^}]+)\}", lambda m: f"f[{idx[m.group(1)]}]", spec.keep_sql)
+
+    def ts_of(x: str, col: Col | None) -> str:
+        return ts_sql(x, tz, col.unit if col else None, col.format if col else None)
+
+    # the start's raw value decides precision and zone; when only the end is logged, the end's
+    prec = (f"CASE WHEN raw_start IS NOT NULL THEN {precision_sql('raw_start', start.unit if start else None, start.format if start else None)} "
+            f"ELSE {precision_sql('raw_end', end.unit if end else None, end.format if end else None)} END")
+    zone_assumed = (f"CASE WHEN {zoneless_sql('coalesce(raw_start, raw_end)')} "
+                    f"AND {'false' if (start and start.format and '%z' in start.format) else 'true'} THEN {_lit(tz)} END")
+
+    opt = [n for n in ("request_id", "header_request_id", "tenant_id", "model", "method", "path", "status",
+                       "prompt_tokens", "completion_tokens", "request_bytes", "response_bytes",
+                       "streamed", "in_band_error", "upstream")]
+    out_cols = {n: (f"c_{n}" if n in vals else "NULL") for n in opt}
+    tokens = "NULL"
+    if "prompt_tokens" in vals or "completion_tokens" in vals:
+        tokens = (f"CASE WHEN {out_cols['prompt_tokens']} IS NOT NULL OR {out_cols['completion_tokens']} "
+                  f"IS NOT NULL THEN 'gateway' END")
+    reason = (
+        f"CASE WHEN line IS NULL OR trim(line) = '' THEN 'empty line' "
+        f"WHEN f IS NULL THEN {parse_fail} "
+        f"WHEN NOT coalesce(keep, false) THEN {_lit(spec.keep_reason or 'filtered')} "
+        f"WHEN raw_start IS NULL AND raw_end IS NULL THEN {_lit('missing timestamp (' + ts_fields + ')')} "
+        f"ELSE 'unparseable timestamp: ' || left(coalesce(raw_start, raw_end), 100) END"
+    )
+    return f"""
+INSERT INTO gateway_requests ({', '.join(CANONICAL_INSERT_COLUMNS)})
+SELECT
+    CASE WHEN ok THEN {out_cols['request_id']} END,
+    {out_cols['header_request_id']}, {out_cols['tenant_id']}, {out_cols['model']},
+    ts_start, ts_end,
+    CASE WHEN ok THEN coalesce(raw_start, raw_end) ELSE line END,
+    CASE WHEN ok THEN {prec} END,
+    CASE WHEN ok THEN {zone_assumed} END,
+    {out_cols['method']}, {out_cols['path']}, CAST({out_cols['status']} AS INTEGER),
+    {out_cols['prompt_tokens']}, {out_cols['completion_tokens']}, {tokens},
+    {out_cols['request_bytes']}, {out_cols['response_bytes']}, {out_cols['streamed']},
+    CASE WHEN ok THEN {out_cols['in_band_error']} ELSE {reason} END,
+    {out_cols['upstream']},
+    CASE WHEN ok THEN {_lit(spec.layer)} ELSE {_lit(_REJECT)} END,
+    {_lit(spec.name)}, false, {int(file_id)}, rn
+FROM (
+    SELECT *, (f IS NOT NULL AND coalesce(keep, false) AND ts_start IS NOT NULL) AS ok
+    FROM (
+        SELECT *,
+            coalesce({ts_of('raw_start', start)}, {ts_of('raw_end', end)} - to_microseconds(dur_us)) AS ts_start,
+            coalesce({ts_of('raw_end', end)}, {ts_of('raw_start', start)} + to_microseconds(dur_us)) AS ts_end
+        FROM (
+            SELECT rn, line, f, {keep} AS keep,
+                {raw_start} AS raw_start, {raw_end} AS raw_end,
+                CAST(TRY_CAST({raw_dur} AS DOUBLE) * gw_us_factor({_lit(dur_unit)}) AS BIGINT) AS dur_us{',' if select_vals else ''}
+                {select_vals}
+            FROM (
+                SELECT rn, line, try(json_extract_string({rec}, {paths})) AS f
+                FROM ({src})
+            )
+        )
+    )
+)
+"""
+
+
+# -- loading one file -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Counts:
+    lines: int = 0
+    rejected: int = 0
+    duplicate: int = 0
+
+
+def _load_file(case: Case, plan: FilePlan, file_id: int, tz: str, read_path: str, comp: str) -> _Counts:
+    con = case.con
+    rejects = f"gw_rejects_{file_id}"
+    con.execute(f"DROP TABLE IF EXISTS {rejects}")
+    con.execute(f"DROP TABLE IF EXISTS {rejects}_scan")
+    sql = build_insert_sql(plan, read_path=read_path, comp=comp, rejects=rejects, file_id=file_id, tz=tz)
+    con.execute(sql)
+    counts = _Counts()
+    row = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE layer = $r) FROM gateway_requests WHERE file_id = $f",
+        {"r": _REJECT, "f": file_id},
+    ).fetchone()
+    assert row is not None
+    counts.lines, counts.rejected = int(row[0]), int(row[1])
+    # reader-level rejects (invalid UTF-8, over-long lines, CSV rows with the wrong field count)
+    reader_rejects = _reader_rejects(con, rejects, plan.sniff.container == "csv")
+    if reader_rejects:
+        _fix_line_numbers(con, file_id, [ln for ln, _, _ in reader_rejects])
+        raws = _raw_lines(Path(read_path), comp, {ln for ln, _, _ in reader_rejects}) if plan.sniff.container in ("ndjson", "text") else {}
+        con.executemany(
+            "INSERT INTO rejected_lines VALUES (?, ?, ?, ?, ?)",
+            [
+                (file_id, ln, reason, (raws.get(ln) or fallback.encode())[:RAW_CAP], len(raws.get(ln) or fallback.encode()))
+                for ln, reason, fallback in reader_rejects
+            ],
+        )
+        counts.lines += len(reader_rejects)
+        counts.rejected += len(reader_rejects)
+    if counts.rejected:
+        con.execute(
+            f"""INSERT INTO rejected_lines
+                SELECT file_id, line_no, in_band_error, encode(coalesce(ts_raw, ''))[1:{RAW_CAP}],
+                       octet_length(encode(coalesce(ts_raw, '')))
+                FROM gateway_requests WHERE file_id = $f AND layer = $r ORDER BY line_no""",
+            {"f": file_id, "r": _REJECT},
+        )
+        con.execute("DELETE FROM gateway_requests WHERE file_id = $f AND layer = $r", {"f": file_id, "r": _REJECT})
+    counts.duplicate = _flag_duplicates(con, file_id)
+    for t in (rejects, rejects + "_scan"):
+        con.execute(f"DROP TABLE IF EXISTS {t}")
+    return counts
+
+
+def _reader_rejects(con: duckdb.DuckDBPyConnection, table: str, csv: bool) -> list[tuple[int, str, str]]:
+    # Inside a transaction any failed statement aborts it: look the table up, never try-and-catch.
+    row = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = $t", {"t": table}).fetchone()
+    if not row or not row[0]:
+        return []
+    rows = con.execute(
+        f"SELECT line, any_value(error_type)::VARCHAR, any_value(csv_line), any_value(error_message) "
+        f"FROM {table} GROUP BY line ORDER BY line"
+    ).fetchall()
+    out = []
+    scan_is_csv = csv
+    for line, etype, csv_line, message in rows:
+        reason = {
+            "INVALID ENCODING": "invalid UTF-8 (raw bytes kept)",
+            "LINE SIZE OVER MAXIMUM": "line longer than 8 MiB",
+            "TOO MANY COLUMNS": "CSV row has too many fields",
+            "MISSING COLUMNS": "CSV row has too few fields",
+            "UNQUOTED VALUE": "CSV quoting error",
+        }.get(str(etype), f"unreadable line ({etype}: {message})")
+        # CSV readers count the header line; canonical numbers of CSV records exclude it
+        ln = int(line) - 1 if scan_is_csv else int(line)
+        out.append((ln, reason, (csv_line or "").lstrip("\n")))
+    return out
+
+
+def _fix_line_numbers(con: duckdb.DuckDBPyConnection, file_id: int, rejected: list[int]) -> None:
+    # Rows after a reader-rejected line were numbered without it: shift each row by the number of
+    # rejected lines before it. Good row k sits at k + #{i : r_i - i + 1 <= k} (r_i sorted).
+    rejected = sorted(rejected)
+    keys = [(r - i, i + 1) for i, r in enumerate(rejected)]  # (r_i - i + 1 with 1-based i, i)
+    con.execute("CREATE OR REPLACE TEMP TABLE gw_shift (k BIGINT, n BIGINT)")
+    con.executemany("INSERT INTO gw_shift VALUES (?, ?)", keys)
+    con.execute(
+        """
+        UPDATE gateway_requests g SET line_no = g.line_no + s.n
+        FROM (SELECT g2.rowid AS rid, max(s.n) AS n FROM gateway_requests g2
+              JOIN gw_shift s ON g2.line_no >= s.k WHERE g2.file_id = $f GROUP BY g2.rowid) s
+        WHERE g.rowid = s.rid
+        """,
+        {"f": file_id},
+    )
+    con.execute("DROP TABLE gw_shift")
+
+
+def _raw_lines(path: Path, comp: str, wanted: set[int]) -> dict[int, bytes]:
+    """The original bytes of a few physical lines (the reader only shows them lossily)."""
+    out: dict[int, bytes] = {}
+    if not wanted:
+        return out
+    last = max(wanted)
+    try:
+        with open_decompressed(path) as fh:
+            for n, raw in enumerate(fh, start=1):
+                if n in wanted:
+                    out[n] = raw.rstrip(b"\r\n")
+                if n >= last:
+                    break
+    except (OSError, EOFError, zlib.error):
+        pass
+    return out
+
+
+def _flag_duplicates(con: duckdb.DuckDBPyConnection, file_id: int) -> int:
+    """Flag delivery-retry copies (same layer, request_id, ts_start, ts_end) of this file's rows."""
+    # A 64-bit hash narrows the candidates cheaply; the exact comparison is done on those only.
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE gw_dupcand AS
+        WITH mine AS (
+            SELECT hash(layer, request_id, ts_start, ts_end) AS h FROM gateway_requests
+            WHERE file_id = $f AND request_id IS NOT NULL
+        )
+        SELECT h FROM mine GROUP BY h HAVING count(*) > 1
+        UNION
+        SELECT h FROM mine WHERE h IN (
+            SELECT hash(layer, request_id, ts_start, ts_end) FROM gateway_requests
+            WHERE file_id <> $f AND request_id IS NOT NULL)
+        """,
+        {"f": file_id},
+    )
+    row = con.execute("SELECT count(*) FROM gw_dupcand").fetchone()
+    if not row or not row[0]:
+        con.execute("DROP TABLE gw_dupcand")
+        return 0
+    con.execute(
+        """
+        UPDATE gateway_requests SET is_duplicate = true WHERE rowid IN (
+            SELECT rid FROM (
+                SELECT rowid AS rid, file_id,
+                       row_number() OVER (PARTITION BY layer, request_id, ts_start, ts_end
+                                          ORDER BY file_id, line_no, rowid) AS k
+                FROM gateway_requests
+                WHERE request_id IS NOT NULL AND hash(layer, request_id, ts_start, ts_end) IN (SELECT h FROM gw_dupcand)
+            ) WHERE k > 1 AND file_id = $f)
+        """,
+        {"f": file_id},
+    )
+    row = con.execute(
+        "SELECT count(*) FROM gateway_requests WHERE file_id = $f AND is_duplicate", {"f": file_id}
+    ).fetchone()
+    con.execute("DROP TABLE gw_dupcand")
+    return int(row[0]) if row else 0
+
+
+# -- required fields ----------------------------------------------------------------------------------
+
+
+def check_required(plan: FilePlan) -> None:
+    """Raise MissingFieldError when a field the spec needs is absent from every sampled record."""
+    sn = plan.sniff
+    if plan.spec.container == "otlp" or sn.container == "text" or not sn.records:
+        return
+    for req in plan.spec.required:
+        alternatives = req.split("|")
+        if not any(_has_field(r, a) for r in sn.records for a in alternatives):
+            col = next((n for n, c in plan.spec.columns.items() if set(alternatives) & set(c.fields)), "ts_start")
+            where_key = (f"{plan.spec.fix_key}.{col}" if plan.spec.source != "preset"
+                         else f"preset {plan.spec.name}, column {col}")
+            raise MissingFieldError(
+                f"field {' or '.join(alternatives)} not found in the first {len(sn.records)} records "
+                f"(needed by {where_key})",
+                where=str(plan.path),
+                hint="choose the right --gateway-format, or write a mapping file that names the field "
+                     f"for {col} (see docs/gateway.md)",
+            )
+
+
+def _has_field(rec: dict[str, Any], name: str) -> bool:
+    if not name.startswith("$"):
+        v = rec.get(name)
+        return v is not None and v != "" and v != "-"
+    cur: Any = rec
+    for part in re.findall(r'"((?:[^"\\]|\\.)*)"|([^.\[\]"]+)', name[2:]):
+        key = part[0] or part[1]
+        if not isinstance(cur, dict) or key not in cur:
+            return False
+        cur = cur[key]
+    return cur is not None and cur != ""
+
+
+# -- truncated compressed files -----------------------------------------------------------------------
+
+
+def salvage_to_file(path: Path, dest: Path) -> tuple[int, bytes]:
+    """Decompress the readable prefix of a truncated gzip/zstd file into ``dest`` (whole lines).
+
+    Returns ``(lines_written, partial_tail)``: the bytes of a line cut by the break.
+
+    Example:
+        >>> import gzip, tempfile; d = Path(tempfile.mkdtemp()); p = d / "t.gz"
+        >>> _ = p.write_bytes(gzip.compress(b"a\\nb\\n" * 1000)[:-20])
+        >>> salvage_to_file(p, d / "out")[0] > 0
+        True
+    """
+    comp = compression_of(path)
+    n_lines = 0
+    tail = b""
+    with open(dest, "wb") as out:
+        def emit(block: bytes) -> None:
+            nonlocal tail, n_lines
+            data = tail + block
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                tail = data
+                return
+            out.write(data[: cut + 1])
+            n_lines += data.count(b"\n", 0, cut + 1)
+            tail = data[cut + 1:]
+
+        if comp == "gzip":
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            with open(path, "rb") as fh:
+                try:
+                    while block := fh.read(1 << 20):
+                        emit(d.decompress(block))
+                        while d.eof and d.unused_data:
+                            rest = d.unused_data
+                            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                            emit(d.decompress(rest))
+                except zlib.error:
+                    pass
+        elif comp == "zstd":
+            import zstandard
+
+            with open(path, "rb") as raw:
+                reader = zstandard.ZstdDecompressor().stream_reader(raw)
+                try:
+                    while block := reader.read(1 << 20):
+                        emit(block)
+                except zstandard.ZstdError:
+                    pass
+    return n_lines, tail
+
+
+def _is_truncation(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return any(s in text for s in ("gzip", "zstd", "end of", "truncat", "decompress", "unexpected end"))
+
+
+# -- the entry point -------------------------------------------------------------------------------
+
+
+def ingest_gateway(
+    case: Case,
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    format: str = "auto",
+    tz: str = "UTC",
+    quiet: bool = True,
+    **options: Any,
+) -> IngestSummary:
+    """Load gateway logs (files, directories, globs) into ``gateway_requests``.
+
+    ``format`` is ``auto`` (detect per file), a preset name or a TOML mapping path; ``tz`` is the
+    zone of zone-less timestamps. Options: see :data:`KNOWN_OPTIONS`.
+
+    Example:
+        >>> import forensics
+        >>> case = forensics.open_case(":memory:")
+        >>> s = case.ingest_gateway("sample_data/gateway/litellm", format="litellm")  # doctest: +SKIP
+        >>> s.files[0].reconciles                                                    # doctest: +SKIP
+        True
+    """
+    t0 = time.perf_counter()
+    bad = set(options) - set(KNOWN_OPTIONS)
+    if bad:
+        raise ParameterError(f"unknown gateway option(s) {sorted(bad)}",
+                             hint=f"known: {', '.join(KNOWN_OPTIONS)}")
+    check_tz(case.con, tz)
+    fixed = resolve_spec(format)
+    if fixed is not None and fixed.tz:
+        check_tz(case.con, fixed.tz)
+    files = expand_paths(paths)
+    # Detect every file first: a wrong format fails before any time is spent loading.
+    plans: list[FilePlan] = []
+    for p in files:
+        sn = sniff(p)
+        if fixed is None:
+            spec, detected = detect(sn, p)
+        else:
+            spec, detected = fixed, None
+            if spec.container == "text" and sn.container != "text" and spec.line_regex:
+                sn = Sniff("text", sn.compression, [], set(), sn.text_lines)
+        if spec.line_regex is not None and sn.container != "text":
+            sn = Sniff("text", sn.compression, [], set(), [])
+        plan = FilePlan(p, apply_options(spec, options), sn, detected)
+        check_required(plan)
+        plans.append(plan)
+    _install_macros(case.con)
+    summary = IngestSummary()
+    total_bytes = sum(p.stat().st_size for p in files)
+    with progress_bar(quiet, total_bytes, "gateway") as bar:
+        for plan in plans:
+            if bar is not None:
+                bar.update(bar.task_ids[0], file=plan.path.name)
+            fs = _ingest_one(case, plan, tz, options, bar)
+            summary.files.append(fs)
+            if bar is not None:
+                bar.advance(bar.task_ids[0], fs.size)
+    summary.elapsed_s = time.perf_counter() - t0
+    return summary
+
+
+def _ingest_one(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], bar: Any) -> FileSummary:
+    path = plan.path
+    spec = plan.spec
+    size = path.stat().st_size
+    fs = FileSummary(path=str(path), kind="gateway", format=spec.name, layer=spec.layer, size=size,
+                     detected=plan.detected)
+    con = case.con
+    # Hashing a multi-GB file costs as much as parsing it; a file can only repeat one already in
+    # the case if the sizes match, so otherwise the hash runs alongside the load.
+    same_size = con.execute(
+        "SELECT count(*) FROM evidence_files WHERE size = $s", {"s": size}
+    ).fetchone()
+    digest: dict[str, str] = {}
+    hasher: threading.Thread | None = None
+    if same_size and same_size[0]:
+        digest["sha"] = sha256_file(path)
+        existing = con.execute(
+            "SELECT file_id FROM evidence_files WHERE sha256 = $s ORDER BY file_id LIMIT 1", {"s": digest["sha"]}
+        ).fetchone()
+        if existing:
+            fs.file_id = int(existing[0])
+            fs.skipped = f"already in case as file_id {existing[0]} (same sha256)"
+            return fs
+    else:
+        hasher = threading.Thread(target=lambda: digest.__setitem__("sha", sha256_file(path)), daemon=True)
+        hasher.start()
+    opts = {"format": spec.name, "tz": spec.tz or tz, "container": plan.sniff.container, **options}
+    if spec.source != "preset":
+        opts["mapping"] = str(Path(spec.source).resolve())
+    comp = compression_of(path)
+    warning: str | None = None
+    complete = True
+    con.execute("BEGIN TRANSACTION")
+    try:
+        rec = register_file(case, path, kind="gateway", format=spec.name, layer=spec.layer,
+                            tz=spec.tz or tz, options=opts, sha256="pending:" + str(path))
+        assert not isinstance(rec, int)
+        file_id = rec.file_id
+        fs.file_id = file_id
+        try:
+            with _progress_poller(con, bar, size):
+                counts = _load_file(case, plan, file_id, tz, str(path), comp)
+        except duckdb.Error as exc:
+            if comp == "none" or not _is_truncation(exc):
+                if plan.sniff.container in ("json-array", "json-doc", "parquet"):
+                    raise InputError(f"cannot read {plan.sniff.container} file: {_first_line(exc)}",
+                                     where=str(path), hint="check that the file is complete and valid") from exc
+                raise
+            con.execute("ROLLBACK")
+            con.execute("BEGIN TRANSACTION")
+            rec = register_file(case, path, kind="gateway", format=spec.name, layer=spec.layer,
+                                tz=spec.tz or tz, options=opts, sha256="pending:" + str(path))
+            assert not isinstance(rec, int)
+            file_id = rec.file_id
+            fs.file_id = file_id
+            counts, warning = _load_salvaged(case, plan, file_id, tz)
+            complete = False
+        if hasher is not None:
+            hasher.join()
+        con.execute("UPDATE evidence_files SET sha256 = $s WHERE file_id = $f",
+                    {"s": digest["sha"], "f": file_id})
+        loaded = counts.lines - counts.rejected - counts.duplicate
+        finish_file(case, file_id, lines_read=counts.lines, rows_loaded=loaded,
+                    rows_rejected=counts.rejected, rows_duplicate=counts.duplicate,
+                    complete=complete, warning=warning)
+        con.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
+        if hasher is not None:
+            hasher.join()
+        raise
+    fs.lines_read, fs.rows_rejected, fs.rows_duplicate = counts.lines, counts.rejected, counts.duplicate
+    fs.rows_loaded = loaded
+    fs.complete = complete
+    if warning:
+        fs.warnings.append(warning)
+    return fs
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _load_salvaged(case: Case, plan: FilePlan, file_id: int, tz: str) -> tuple[_Counts, str]:
+    tmp_root = None if case.path == ":memory:" else Path(case.path).with_name(Path(case.path).name + ".tmp")
+    if tmp_root is not None:
+        tmp_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=tmp_root) as d:
+        dest = Path(d) / "salvaged.txt"
+        n_lines, tail = salvage_to_file(plan.path, dest)
+        counts = _load_file(case, plan, file_id, tz, str(dest), "none")
+    if tail:
+        case.con.execute("INSERT INTO rejected_lines VALUES (?, ?, ?, ?, ?)",
+                         [file_id, n_lines + 1, "line cut by the end of the truncated compressed stream",
+                          tail[:RAW_CAP], len(tail)])
+        counts.lines += 1
+        counts.rejected += 1
+    warning = (f"truncated {compression_of(plan.path)} stream: kept the {n_lines} complete lines before "
+               f"the break; the rest of the file is unreadable")
+    return counts, warning
+
+
+@contextlib.contextmanager
+def _progress_poller(con: duckdb.DuckDBPyConnection, bar: Any, size: int) -> Iterator[None]:
+    """Move the progress bar inside a long file using DuckDB's own query progress."""
+    if bar is None:
+        yield
+        return
+    task = bar.task_ids[0]
+    start = bar.tasks[0].completed
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(0.5):
+            try:
+                pct = con.query_progress()
+            except Exception:  # progress is cosmetic: never let it break a load
+                return
+            if pct >= 0:
+                bar.update(task, completed=start + size * min(pct, 100.0) / 100.0)
+
+    t = threading.Thread(target=poll, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()
+        bar.update(task, completed=start)
+
+
+__all__ = [
+    "KNOWN_OPTIONS",
+    "PRESETS",
+    "FilePlan",
+    "Sniff",
+    "apply_options",
+    "build_insert_sql",
+    "check_tz",
+    "detect",
+    "ingest_gateway",
+    "resolve_spec",
+    "salvage_to_file",
+    "sniff",
+    "ts_sql",
+]
+
+# Keep magic constants importable for the tests that build fixtures by hand.
+_ = (GZIP_MAGIC, ZSTD_MAGIC)
