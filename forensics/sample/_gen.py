@@ -279,12 +279,10 @@ class Generator:
         customers = edge[:38] + proxy
         order = list(range(len(customers)))
         r.shuffle(order)
-        # proxy teams: a few enterprise teams, ~15 % of traffic
+        # Zipf-skewed traffic; the 6 enterprise teams behind LiteLLM get ~13 % of it
         weights = [0.0] * len(customers)
         for rank, idx in enumerate(order):
             weights[idx] = 1.0 / (rank + 1) ** 1.1
-        for idx in range(38, 44):
-            weights[idx] *= 0.55
         self.customers = customers
         self.cum_w = list(itertools.accumulate(weights))
         self.long_edge = [edge[i] for i in (1, 4, 7, 10, 13, 17, 22, 29)]
@@ -511,7 +509,7 @@ class Generator:
         if payload.get("truncate"):
             ln = w.write_line(line[: len(line) * 2 // 5], "malformed")
             self.traps["malformed_lines"].append(
-                {"file": w.rel, "line": ln, "reason": "truncated JSON (partial upload); record re-delivered complete in the next file"}
+                {"file": w.rel, "line": ln, "reason": "truncated JSON line (record cut mid-write); the complete record was re-delivered at the start of the next hourly file"}
             )
             self.cf_pending.append((line, "rec", mark))
         else:
@@ -1021,9 +1019,10 @@ class Generator:
             p = self.out / sub
             if p.is_dir():
                 shutil.rmtree(p)
-        tj = self.out / "truth.json"
-        if tj.exists():
-            tj.unlink()
+        for name in ("truth.json", "README.md"):
+            f = self.out / name
+            if f.exists():
+                f.unlink()
 
     def run(self) -> dict[str, Any]:
         """Generate all files and return the truth dict (also written to truth.json)."""
@@ -1081,6 +1080,7 @@ class Generator:
         with open(self.out / "truth.json", "w", encoding="utf-8") as fh:
             json.dump(truth, fh, sort_keys=True, indent=1, ensure_ascii=False)
             fh.write("\n")
+        (self.out / "README.md").write_text(readme(truth), encoding="utf-8")
         return truth
 
     def truth(self) -> dict[str, Any]:
@@ -1195,3 +1195,42 @@ def _uuid(r: random.Random) -> str:
     h = f"{r.getrandbits(128):032x}"
     h = h[:12] + "4" + h[13:16] + "89ab"[int(h[16], 16) % 4] + h[17:]
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def readme(truth: dict[str, Any]) -> str:
+    """Return the deterministic README.md written next to truth.json.
+
+    Example:
+        >>> readme({"generator": {"seed": 1, "requests": 2, "version": "x"}, "counts": {"leaks": 0,
+        ...     "affected_tenants": 0, "requests_by_layer": {}}, "exposure_windows": [],
+        ...     "admission_limit": 1, "context_len": 2}).splitlines()[0]
+        '# Sample incident (generated)'
+    """
+    g = truth["generator"]
+    c = truth["counts"]
+    wins = "\n".join(
+        f"- {w['node']}: {w['start_utc']} .. {w['end_utc']} (pool {w.get('max_total_num_tokens')}, "
+        f"admission limit {w['admission_limit']})"
+        for w in truth["exposure_windows"]
+    )
+    return f"""# Sample incident (generated)
+
+Synthetic logs of one SGLang prefill/decode incident, produced by
+`python -m forensics.sample --out sample_data --requests {g["requests"]} --seed {g["seed"]}`
+(generator {g["version"]}). Do not edit by hand: the tests regenerate it bit for bit.
+All request text is synthetic filler; no real data.
+
+- `engine/<node>/sglang.log` (+ rotated `sglang.log.N.gz`): SGLang engine logs, local time
+  Asia/Singapore (UTC+8, no zone in the lines); `engine/router/smg.log*`: smg router, UTC.
+- `gateway/cloudflare-http/<YYYYMMDD>/<start>Z_<end>Z_<8hex>.log.gz`: Cloudflare Logpush
+  `http_requests` NDJSON, UTC epoch nanoseconds.
+- `gateway/litellm/LiteLLM_SpendLogs.csv`: Postgres CSV export of LiteLLM_SpendLogs (UTC, no zone).
+- `truth.json`: the expected answers (leaks with file:line evidence, windows, traps, counts).
+
+Context length {truth["context_len"]}; admission limit on the exposed nodes {truth["admission_limit"]}.
+Exposure windows:
+{wins}
+
+{c["leaks"]} leaked responses, {c["affected_tenants"]} affected tenants,
+requests by front door: {json.dumps(c["requests_by_layer"], sort_keys=True)}.
+"""
