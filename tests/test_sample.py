@@ -276,6 +276,57 @@ def test_counts_match_files(sample: tuple[Path, dict[str, Any]]) -> None:
     assert gw_records == total
 
 
+def _parts(d: Path, node: str) -> list[Path]:
+    """Rotation parts of one node, oldest first (sglang.log.2.gz, .1.gz, then current)."""
+
+    def age(p: Path) -> int:
+        bits = p.name.split(".")
+        return int(bits[2]) if len(bits) > 2 and bits[2].isdigit() else 0
+
+    return sorted((d / "engine" / node).iterdir(), key=age, reverse=True)
+
+
+def test_engine_and_router_logs_are_time_ordered(sample: tuple[Path, dict[str, Any]]) -> None:
+    d, truth = sample
+    for node in truth["nodes"]:
+        last = ""
+        for part in _parts(d, node):
+            for raw in _lines(part):
+                if node == "router" and raw.startswith(b"20"):
+                    ts = raw[:19].decode()
+                elif raw.startswith(b"[20"):
+                    ts = raw[1:20].decode()
+                else:
+                    continue
+                assert ts >= last, (part, ts, last)
+                last = ts
+
+
+@pytest.mark.parametrize(
+    ("rel", "needle", "present"),
+    [
+        # decode-0 emulates 0.5.8-0.5.11: request-log lines carry no timestamp prefix
+        ("engine/decode-0/sglang.log", b"\nReceive: obj=GenerateReqInput(", True),
+        ("engine/decode-1/sglang.log", b"\nReceive: obj=GenerateReqInput(", False),
+        # prefill-1 switches to 0.5.23 shapes mid-file after the fix restart
+        ("engine/prefill-1/sglang.log", b"] Prefill batch. #new-seq", True),
+        ("engine/prefill-1/sglang.log", b"] Prefill batch, #new-seq", True),
+        ("engine/prefill-1/sglang.log", b"] server_args={'model_path'", True),
+        ("engine/prefill-1/sglang.log", b"KV Cache is allocated. dtype: ", True),
+        ("engine/prefill-0/sglang.log", b"] Prefill batch, #new-seq", False),
+        ("engine/prefill-0/sglang.log.1.gz", b"HEALTH_CHECK_", True),
+        ("engine/prefill-0/sglang.log.1.gz", b"bootstrap_host='2.2.2.2', bootstrap_port=None, bootstrap_room=0,", True),
+        ("engine/router/smg.log.1.gz", b"\n status=500 Internal Server Error", True),
+    ],
+)
+def test_format_traps(
+    regenerated: tuple[Path, dict[str, Any]], rel: str, needle: bytes, present: bool
+) -> None:
+    d, _ = regenerated
+    text = b"\n" + b"\n".join(_lines(d / rel))
+    assert (needle in text) == present
+
+
 def test_rejects_tiny_scale(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="requests"):
         generate(tmp_path, requests=50)

@@ -203,7 +203,7 @@ ROTATION: dict[str, list[tuple[int, str]]] = {
     ],
     "prefill-1": [
         (T_BEGIN, "engine/prefill-1/sglang.log.1.gz"),
-        (ms(2026, 9, 9, 14, 47, 30), "engine/prefill-1/sglang.log"),
+        (_loc(2026, 9, 9, 14), "engine/prefill-1/sglang.log"),  # formats change mid-file
     ],
     "prefill-2": [
         (T_BEGIN, "engine/prefill-2/sglang.log.2.gz"),
