@@ -1,0 +1,331 @@
+"""The questions of the incident as Python functions: one per ``queries/<name>.sql``, same name.
+
+Every function takes a case (a :class:`~forensics.case.Case` or a path, opened read-only) and
+exactly the keyword parameters its query file declares, and returns a DuckDB relation
+(``.df()``, ``.arrow()``, ``.fetchall()``). :func:`parameters_used` records what produced a result:
+the parameters given and the values derived from the logs (admission limits, windows).
+
+Example:
+    >>> import forensics
+    >>> case = forensics.open_case(":memory:")
+    >>> forensics.request_chain(case).fetchall()
+    []
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from typing import Any
+
+import duckdb
+
+from forensics import __version__
+from forensics.case import Case, as_case
+from forensics.errors import CaseError, ParameterError
+from forensics.sqlfiles import load_query, run_query
+
+CaseLike = Case | str | os.PathLike[str]
+
+#: Default look-back for leak sources: KV pages freed this long before a placeholder request's
+#: decode started may still have been resident (the sample's and the write-up's 10 minutes).
+DEFAULT_WINDOW_S = 600
+
+__all__ = [
+    "DEFAULT_WINDOW_S",
+    "affected_requests",
+    "affected_tenants",
+    "exposure_windows",
+    "hidden_errors",
+    "leak_sources",
+    "parameters_used",
+    "pool_audit",
+    "post_fix_check",
+    "request_chain",
+    "token_mismatch",
+]
+
+
+def _run(case: CaseLike, name: str, **params: Any) -> duckdb.DuckDBPyRelation:
+    c = as_case(case)
+    return run_query(c.con, name, params)
+
+
+def _count(c: Case, sql: str) -> int:
+    rows = c.con.sql(sql).fetchall()
+    return int(rows[0][0]) if rows and rows[0][0] is not None else 0
+
+
+def _check_limit(limit_tokens: int | None) -> None:
+    if limit_tokens is not None and limit_tokens <= 0:
+        raise ParameterError(f"--limit-tokens must be a positive token count, got {limit_tokens}")
+
+
+def _check_range(start: dt.datetime | None, end: dt.datetime | None) -> None:
+    if start is not None and end is not None and end <= start:
+        raise ParameterError(f"--end {end.isoformat()} is not after --start {start.isoformat()}")
+
+
+def _need_window(
+    c: Case, limit_tokens: int | None, start: dt.datetime | None, end: dt.datetime | None, what: str
+) -> None:
+    """Refuse to guess: without engine starts there is no derived limit or window."""
+    _check_limit(limit_tokens)
+    _check_range(start, end)
+    if _count(c, "SELECT count(*) FROM engine_starts") > 0:
+        return
+    missing = [
+        opt
+        for opt, value in (("--limit-tokens", limit_tokens), ("--start", start), ("--end", end))
+        if value is None
+    ]
+    if missing:
+        raise CaseError(
+            f"{what}: the case has no engine startup lines, so the admission limit and the exposure "
+            f"window cannot be derived",
+            hint=f"pass {' '.join(missing)} (e.g. --limit-tokens 681274 --start 2026-08-27T00:00:00Z "
+            f"--end 2026-09-09T14:52:00Z), or ingest the engine logs",
+        )
+
+
+def _need_starts(c: Case, what: str) -> None:
+    if _count(c, "SELECT count(*) FROM engine_starts") == 0:
+        raise CaseError(
+            f"{what}: the case has no engine startup lines (engine_starts is empty)",
+            hint="ingest the SGLang engine logs of every prefill and decode node "
+            "(forensics ingest CASE.duckdb --engine DIR --engine-tz TZ)",
+        )
+
+
+# -- the queries ------------------------------------------------------------------------------
+
+
+def pool_audit(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBPyRelation:
+    """Every node start with its KV pool, context length, admission limit, period and verdict.
+
+    Example:
+        >>> pool_audit("case.duckdb", node="prefill-0").df()   # doctest: +SKIP
+    """
+    c = as_case(case)
+    _need_starts(c, "pool audit")
+    return _run(c, "pool_audit", node=node)
+
+
+def exposure_windows(
+    case: CaseLike,
+    *,
+    node: str | None = None,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    limit_tokens: int | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """Per node the periods it ran exposed, and the fleet window (derived, or given).
+
+    Example:
+        >>> exposure_windows("case.duckdb").df()   # doctest: +SKIP
+    """
+    c = as_case(case)
+    _need_window(c, limit_tokens, start, end, "exposure windows")
+    return _run(c, "exposure_windows", node=node, start=start, end=end, limit_tokens=limit_tokens)
+
+
+def request_chain(
+    case: CaseLike,
+    *,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    node: str | None = None,
+    request_id: str | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """Each request's chain: gateway record, prefill leg, decode leg, how they matched, evidence.
+
+    Example:
+        >>> request_chain("case.duckdb", request_id="req_01J9W").df()   # doctest: +SKIP
+    """
+    _check_range(start, end)
+    return _run(case, "request_chain", start=start, end=end, node=node, request_id=request_id)
+
+
+def affected_requests(
+    case: CaseLike,
+    *,
+    limit_tokens: int | None = None,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    node: str | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """The 2xx responses that should have been 400: confirmed by engine evidence, or suspected.
+
+    Example:
+        >>> affected_requests("case.duckdb").df()   # doctest: +SKIP
+    """
+    c = as_case(case)
+    _need_window(c, limit_tokens, start, end, "affected requests")
+    return _run(c, "affected_requests", limit_tokens=limit_tokens, start=start, end=end, node=node)
+
+
+def affected_tenants(
+    case: CaseLike,
+    *,
+    limit_tokens: int | None = None,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    node: str | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """Per tenant: affected responses received (confirmed / suspected), first and last time, ids.
+
+    Example:
+        >>> affected_tenants("case.duckdb").df()   # doctest: +SKIP
+    """
+    c = as_case(case)
+    _need_window(c, limit_tokens, start, end, "affected tenants")
+    return _run(c, "affected_tenants", limit_tokens=limit_tokens, start=start, end=end, node=node)
+
+
+def leak_sources(
+    case: CaseLike,
+    *,
+    limit_tokens: int | None = None,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    node: str | None = None,
+    window_s: int = DEFAULT_WINDOW_S,
+) -> duckdb.DuckDBPyRelation:
+    """Whose data may have been exposed: requests finished on the same decode node shortly before.
+
+    Example:
+        >>> leak_sources("case.duckdb", window_s=300).df()   # doctest: +SKIP
+    """
+    c = as_case(case)
+    _need_window(c, limit_tokens, start, end, "leak sources")
+    if window_s is None or window_s <= 0:
+        raise ParameterError(f"--window-s must be a positive number of seconds, got {window_s}")
+    return _run(
+        c, "leak_sources", limit_tokens=limit_tokens, start=start, end=end, node=node, window_s=window_s
+    )
+
+
+def token_mismatch(
+    case: CaseLike,
+    *,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    node: str | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """Requests whose token counts disagree: gateway vs engine, prefill vs decode.
+
+    Example:
+        >>> token_mismatch("case.duckdb").df()   # doctest: +SKIP
+    """
+    _check_range(start, end)
+    return _run(case, "token_mismatch", start=start, end=end, node=node)
+
+
+def post_fix_check(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBPyRelation:
+    """Is it over? Node configs now, placeholder 2xx after each fix, integrity lines.
+
+    Example:
+        >>> post_fix_check("case.duckdb").df()   # doctest: +SKIP
+    """
+    c = as_case(case)
+    _need_starts(c, "post-fix check")
+    return _run(c, "post_fix_check", node=node)
+
+
+def hidden_errors(
+    case: CaseLike,
+    *,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    node: str | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """Errors hidden behind a 2xx: in-band (SSE/body) errors and transfer failures.
+
+    Example:
+        >>> hidden_errors("case.duckdb").df()   # doctest: +SKIP
+    """
+    _check_range(start, end)
+    return _run(case, "hidden_errors", start=start, end=end, node=node)
+
+
+# -- provenance of a result -------------------------------------------------------------------
+
+_DERIVED_SQL = """
+WITH periods AS (
+    SELECT node, start_seq, role, ts_start, context_len, max_total_num_tokens,
+           COALESCE(admission_limit, LEAST(context_len - 1, max_total_num_tokens - 1) - 5) AS lim,
+           LEAD(ts_start) OVER (PARTITION BY node ORDER BY ts_start, start_seq) AS next_start
+    FROM engine_starts
+)
+SELECT node, start_seq, role, ts_start, next_start, context_len, max_total_num_tokens, lim,
+       COALESCE(role, 'unified') IN ('prefill', 'unified') AND lim < context_len - 6 AS exposed
+FROM periods
+ORDER BY node, ts_start, start_seq
+"""
+
+
+def _iso(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value.isoformat() + ("Z" if value.tzinfo is None else "")
+    return value
+
+
+def parameters_used(case: CaseLike, func_name: str, **kwargs: Any) -> dict[str, Any]:
+    """Record what produced a result: the parameters given and the values derived from the logs.
+
+    Example:
+        >>> p = parameters_used(open_case(":memory:"), "affected_requests", limit_tokens=681274)  # doctest: +SKIP
+        >>> p["given"]["limit_tokens"]                                                          # doctest: +SKIP
+        681274
+    """
+    c = as_case(case)
+    q = load_query(func_name)
+    given = {name: _iso(kwargs.get(name)) for name in q.param_names}
+    starts = c.con.execute(_DERIVED_SQL).fetchall()
+    limits: dict[str, list[int]] = {}
+    windows: list[dict[str, Any]] = []
+    for node, seq, role, ts_start, next_start, ctx, pool, lim, exposed in starts:
+        if exposed:
+            limits.setdefault(node, [])
+            if lim not in limits[node]:
+                limits[node].append(int(lim))
+            windows.append(
+                {
+                    "node": node,
+                    "start_seq": seq,
+                    "role": role,
+                    "start": _iso(ts_start),
+                    "end": _iso(next_start),
+                    "context_len": ctx,
+                    "max_total_num_tokens": pool,
+                    "admission_limit": lim,
+                }
+            )
+    fleet_limit = min((w["admission_limit"] for w in windows), default=None)
+    starts_ = [w["start"] for w in windows]
+    ends_ = [w["end"] for w in windows]
+    derived = {
+        "admission_limits": limits,
+        "exposure_windows": windows,
+        "fleet_window": {
+            "start": min(starts_) if starts_ else None,
+            # an exposed start without a later start is open-ended (None)
+            "end": None if (not ends_ or None in ends_) else max(ends_),
+            "admission_limit": fleet_limit,
+        },
+        "engine_starts": len(starts),
+    }
+    effective = {
+        "admission_limit": given.get("limit_tokens") or fleet_limit,
+        "window_start": given.get("start") or derived["fleet_window"]["start"],
+        "window_end": given.get("end") or derived["fleet_window"]["end"],
+    }
+    return {
+        "query": func_name,
+        "query_file": f"queries/{func_name}.sql",
+        "given": given,
+        "derived": derived,
+        "effective": effective,
+        "case": c.path,
+        "toolkit_version": __version__,
+    }

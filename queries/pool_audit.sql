@@ -1,0 +1,128 @@
+-- pool_audit: every node start with its KV pool, context length, admission limit and verdict.
+-- param $node VARCHAR: only this node (NULL: all)
+--
+-- One row per engine start (engine_starts). The period a start was in force runs from its ts_start
+-- to the node's next ts_start (period_open = false), or to the node's last log line of any kind
+-- (period_open = true: nothing later was logged, the node may still run this configuration).
+--
+-- admission_limit = min(context_len - 1, max_total_num_tokens - 1) - 5 (SGLang's max_req_input_len);
+-- the scheduler rejects input_tokens >= admission_limit. The front end only refuses prompts of
+-- context_len tokens or more, so prompts of admission_limit .. context_len - 1 tokens pass it and
+-- reach the scheduler's placeholder path (rejected_band_tokens of them).
+--
+-- verdict:
+--   exposed  a prefill-capable start (role prefill/unified; unknown role counts as capable) whose
+--            pool is smaller than its context length, i.e. admission_limit < context_len - 6: whole
+--            ranges of accepted prompts take the placeholder path.
+--   ok       otherwise. Every healthy start still has the fixed 6-token scheduler margin
+--            (context_len - 6 .. context_len - 1); it is shown in rejected_band_tokens and notes,
+--            with the scheduler rejections actually logged in the period, but is not a verdict.
+--   unknown  the context_len= / max_total_num_tokens= line was not found for this start.
+WITH RECURSIVE
+ev_bounds AS (
+    SELECT min(path) AS a, max(path) AS b FROM evidence_files
+),
+ev_common (n, cut) AS (
+    -- walk the common prefix of the smallest and largest path (= that of all paths), remembering
+    -- the last directory separator: file names are shown relative to it, so references do not
+    -- depend on where the evidence lived when it was ingested
+    SELECT 0, 0 FROM ev_bounds WHERE a IS NOT NULL
+    UNION ALL
+    SELECT c.n + 1,
+           CASE WHEN substr(b.a, c.n + 1, 1) IN ('/', '\') THEN c.n + 1 ELSE c.cut END
+    FROM ev_common c CROSS JOIN ev_bounds b
+    WHERE c.n < length(b.a) AND substr(b.a, c.n + 1, 1) = substr(b.b, c.n + 1, 1)
+),
+ev_files AS (
+    SELECT f.file_id, substr(f.path, r.cut + 1) AS rel
+    FROM evidence_files f CROSS JOIN (SELECT max(cut) AS cut FROM ev_common) r
+),
+node_last AS (
+    SELECT node, max(last_ts) AS last_ts
+    FROM (
+        SELECT node, max(ts) AS last_ts FROM engine_requests GROUP BY node
+        UNION ALL SELECT node, max(ts) FROM engine_batches GROUP BY node
+        UNION ALL SELECT node, max(ts) FROM engine_rejections GROUP BY node
+        UNION ALL SELECT node, max(ts) FROM engine_events GROUP BY node
+        UNION ALL SELECT node, max(ts) FROM engine_http GROUP BY node
+        UNION ALL SELECT node, max(ts) FROM engine_other_lines GROUP BY node
+        UNION ALL SELECT node, max(COALESCE(ts_ready, ts_start)) FROM engine_starts GROUP BY node
+    ) t
+    GROUP BY node
+),
+periods AS (
+    SELECT s.*,
+           COALESCE(s.admission_limit,
+                    LEAST(s.context_len - 1, s.max_total_num_tokens - 1) - 5) AS limit_tokens,
+           LEAD(s.ts_start) OVER (PARTITION BY s.node ORDER BY s.ts_start, s.start_seq) AS next_start
+    FROM engine_starts s
+),
+judged AS (
+    SELECT p.*,
+           COALESCE(p.next_start, GREATEST(nl.last_ts, p.ts_start)) AS period_end,
+           p.next_start IS NULL AS period_open,
+           CASE
+               WHEN p.context_len IS NULL OR p.limit_tokens IS NULL THEN 'unknown'
+               WHEN COALESCE(p.role, 'unified') NOT IN ('prefill', 'unified') THEN 'ok'
+               WHEN p.limit_tokens < p.context_len - 6 THEN 'exposed'
+               ELSE 'ok'
+           END AS verdict
+    FROM periods p
+    LEFT JOIN node_last nl ON nl.node = p.node
+),
+rej AS (
+    SELECT j.node, j.start_seq,
+           count(*) AS n_rejections,
+           min(r.ts) AS first_rejection,
+           max(r.ts) AS last_rejection
+    FROM judged j
+    JOIN engine_rejections r
+      ON r.node = j.node AND r.kind = 'input_length'
+     AND r.ts >= j.ts_start AND (j.next_start IS NULL OR r.ts < j.next_start)
+    GROUP BY j.node, j.start_seq
+)
+SELECT
+    j.node,
+    j.start_seq,
+    j.role,
+    j.ts_start,
+    j.ts_ready,
+    j.ts_start AS period_start,
+    j.period_end,
+    j.period_open,
+    j.context_len,
+    j.max_total_num_tokens,
+    j.kv_cache_tokens,
+    j.max_total_num_tokens - j.context_len AS pool_minus_context,
+    j.limit_tokens AS admission_limit,
+    j.context_len - j.limit_tokens AS rejected_band_tokens,
+    j.verdict,
+    COALESCE(r.n_rejections, 0) AS n_scheduler_rejections,
+    r.first_rejection,
+    r.last_rejection,
+    j.kv_pool_warning,
+    j.kv_checksum_enabled,
+    j.allow_auto_truncate,
+    CASE
+        WHEN j.verdict = 'unknown' THEN 'startup line with max_total_num_tokens/context_len not found'
+        WHEN j.verdict = 'exposed' THEN
+            'pool ' || CAST(j.max_total_num_tokens AS VARCHAR) || ' < context '
+            || CAST(j.context_len AS VARCHAR) || ': prompts of '
+            || CAST(j.limit_tokens AS VARCHAR) || '..' || CAST(j.context_len - 1 AS VARCHAR)
+            || ' tokens pass the front end and take the placeholder path'
+        WHEN COALESCE(j.role, 'unified') NOT IN ('prefill', 'unified')
+             AND j.max_total_num_tokens < j.context_len THEN
+            'decode pool smaller than context: not the placeholder trigger, but lower the context length'
+        ELSE
+            'scheduler margin only: prompts of ' || CAST(j.limit_tokens AS VARCHAR) || '..'
+            || CAST(j.context_len - 1 AS VARCHAR) || ' tokens pass the front end but are rejected'
+            || CASE WHEN COALESCE(r.n_rejections, 0) > 0
+                    THEN '; ' || CAST(r.n_rejections AS VARCHAR) || ' scheduler rejection(s) logged in this period'
+                    ELSE '' END
+    END AS notes,
+    COALESCE(ef.rel, 'file' || CAST(j.file_id AS VARCHAR)) || ':' || CAST(j.line_no AS VARCHAR) AS evidence
+FROM judged j
+LEFT JOIN rej r ON r.node = j.node AND r.start_seq = j.start_seq
+LEFT JOIN ev_files ef ON ef.file_id = j.file_id
+WHERE $node IS NULL OR j.node = $node
+ORDER BY j.node, j.ts_start, j.start_seq

@@ -1,0 +1,337 @@
+-- request_chain: one row per request: gateway record, prefill leg and decode leg, and how they matched.
+-- param $start TIMESTAMP: only requests at or after this UTC time (NULL: no bound)
+-- param $end TIMESTAMP: only requests before this UTC time (NULL: no bound)
+-- param $node VARCHAR: only requests whose prefill or decode leg ran on this node (NULL: all)
+-- param $request_id VARCHAR: only this request: gateway request_id or header id, engine rid (NULL: all)
+--
+-- Legs: engine_requests records grouped by (node, rid), health checks excluded (is_health_check,
+-- rid prefix HEALTH_CHECK_, bootstrap_room 0, bootstrap_host 2.2.2.2). A leg's role is its node's
+-- role from engine_starts (else the time-stats type). Prefill and decode legs are paired by
+-- bootstrap_room (and bootstrap_host when both legs logged it): rids never join the two.
+-- Gateway records (gateway_requests_unique; a record shadowed by a more outer layer's record with
+-- the same logical id, COALESCE(header_request_id, request_id), is left out: edge < proxy < router)
+-- are matched to chains:
+--   header_id    the gateway's header_request_id or request_id = the x-request-id logged by the engine
+--   rid          the gateway's request_id or header_request_id = an engine rid (e.g. LiteLLM = decode rid)
+--   time_tokens  no shared id: the nearest unmatched chain within 30 s whose prompt tokens equal the
+--                gateway's (within 1 %); mutual best match only
+--   time         as time_tokens, but the gateway logged no token count (only time and size plausibility)
+--   none         a gateway record with no engine chain; engine_only: a chain with no gateway record
+-- match_confidence: 1.0 unique id match, 0.7 id matched several chains (nearest in time taken),
+-- 0.8/0.6 time_tokens (unique/several candidates), 0.5/0.3 time. When one chain matches records of
+-- several layers, only the outermost layer's record is kept.
+WITH RECURSIVE
+ev_bounds AS (
+    SELECT min(path) AS a, max(path) AS b FROM evidence_files
+),
+ev_common (n, cut) AS (
+    -- common prefix of the smallest and largest path (= that of all paths), up to its last
+    -- directory separator: references do not depend on where the evidence was ingested from
+    SELECT 0, 0 FROM ev_bounds WHERE a IS NOT NULL
+    UNION ALL
+    SELECT c.n + 1,
+           CASE WHEN substr(b.a, c.n + 1, 1) IN ('/', '\') THEN c.n + 1 ELSE c.cut END
+    FROM ev_common c CROSS JOIN ev_bounds b
+    WHERE c.n < length(b.a) AND substr(b.a, c.n + 1, 1) = substr(b.b, c.n + 1, 1)
+),
+ev_files AS (
+    SELECT f.file_id, substr(f.path, r.cut + 1) AS rel
+    FROM evidence_files f CROSS JOIN (SELECT max(cut) AS cut FROM ev_common) r
+),
+node_roles AS (
+    SELECT node, max(role) AS role FROM engine_starts GROUP BY node
+),
+eng AS (
+    SELECT r.node, r.rid, r.kind, r.ts, r.bootstrap_host, r.bootstrap_room, r.stream,
+           r.header_request_id, r.prompt_tokens, r.completion_tokens, r.input_len, r.finish_type,
+           r.finish_status_code, r.stats_type,
+           -- (file, line) packed into one sortable number so min() picks a deterministic line
+           CAST(r.file_id AS BIGINT) * 10000000000 + r.line_no AS ref
+    FROM engine_requests r
+    WHERE r.rid IS NOT NULL
+      AND NOT COALESCE(r.is_health_check, false)
+      AND substr(r.rid, 1, 13) <> 'HEALTH_CHECK_'
+      AND COALESCE(r.bootstrap_room, -1) <> 0
+      AND COALESCE(r.bootstrap_host, '') <> '2.2.2.2'
+),
+legs AS (
+    SELECT e.node, e.rid,
+           min(e.ts) AS ts_first,
+           min(CASE WHEN e.kind = 'received' THEN e.ts END) AS ts_received,
+           max(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.ts END) AS ts_finished,
+           max(e.bootstrap_room) AS bootstrap_room,
+           max(e.bootstrap_host) AS bootstrap_host,
+           max(e.header_request_id) AS header_request_id,
+           COALESCE(max(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.prompt_tokens END),
+                    max(CASE WHEN e.kind = 'time_stats' THEN e.input_len END)) AS tokens,
+           max(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.finish_type END) AS finish_type,
+           max(e.finish_status_code) AS finish_status_code,
+           max(CASE WHEN e.stream THEN 1 ELSE 0 END) = 1 AS stream,
+           max(e.stats_type) AS stats_type,
+           min(CASE WHEN e.kind = 'received' THEN e.ref END) AS received_ref,
+           min(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.ref END) AS finished_ref
+    FROM eng e
+    GROUP BY e.node, e.rid
+),
+legs_r AS (
+    SELECT l.*, COALESCE(nr.role, l.stats_type, 'unknown') AS role
+    FROM legs l LEFT JOIN node_roles nr ON nr.node = l.node
+),
+pl AS (SELECT * FROM legs_r WHERE role = 'prefill'),
+dl AS (SELECT * FROM legs_r WHERE role = 'decode'),
+chains0 AS (
+    SELECT 'pd' AS engine_mode,
+           p.node AS prefill_node, p.rid AS prefill_rid, p.tokens AS prefill_tokens,
+           p.ts_first AS prefill_ts, p.finish_type AS prefill_finish_type,
+           p.received_ref AS prefill_received_ref, p.finished_ref AS prefill_finished_ref,
+           d.node AS decode_node, d.rid AS decode_rid, d.tokens AS decode_tokens,
+           d.ts_first AS decode_ts, d.ts_finished AS decode_finished_ts,
+           d.finish_type AS decode_finish_type, d.finish_status_code AS decode_finish_status_code,
+           d.received_ref AS decode_received_ref, d.finished_ref AS decode_finished_ref,
+           COALESCE(p.bootstrap_room, d.bootstrap_room) AS bootstrap_room,
+           COALESCE(p.bootstrap_host, d.bootstrap_host) AS bootstrap_host,
+           COALESCE(d.header_request_id, p.header_request_id) AS header_request_id,
+           (COALESCE(d.stream, false) OR COALESCE(p.stream, false)) AS engine_stream
+    FROM pl p
+    FULL OUTER JOIN dl d
+      ON p.bootstrap_room = d.bootstrap_room
+     AND (p.bootstrap_host IS NULL OR d.bootstrap_host IS NULL OR p.bootstrap_host = d.bootstrap_host)
+    UNION ALL
+    -- unified (or unknown-role) nodes do prefill and decode in one process: the leg is both
+    SELECT CASE WHEN u.role = 'unified' THEN 'unified' ELSE 'unknown' END,
+           u.node, u.rid, u.tokens, u.ts_first, u.finish_type, u.received_ref, u.finished_ref,
+           u.node, u.rid, u.tokens, u.ts_first, u.ts_finished, u.finish_type, u.finish_status_code,
+           u.received_ref, u.finished_ref,
+           u.bootstrap_room, u.bootstrap_host, u.header_request_id, u.stream
+    FROM legs_r u
+    WHERE u.role NOT IN ('prefill', 'decode')
+),
+chains AS (
+    SELECT c.*,
+           COALESCE(c.prefill_node || '|' || c.prefill_rid, '') || '>'
+               || COALESCE(c.decode_node || '|' || c.decode_rid, '') AS chain_key,
+           COALESCE(LEAST(c.prefill_ts, c.decode_ts), c.prefill_ts, c.decode_ts) AS ts_engine,
+           COALESCE(c.decode_tokens, c.prefill_tokens) AS engine_tokens
+    FROM chains0 c
+),
+gw AS (
+    SELECT g.request_id, g.header_request_id, g.tenant_id, g.ts_start, g.status,
+           g.prompt_tokens, g.tokens_source, g.request_bytes, g.streamed, g.in_band_error,
+           g.layer, g.file_id, g.line_no,
+           CASE g.layer WHEN 'edge' THEN 1 WHEN 'router' THEN 3 ELSE 2 END AS layer_rank,
+           COALESCE(g.header_request_id, g.request_id) AS lid
+    FROM gateway_requests_unique g
+),
+gw_shadowed AS (
+    SELECT DISTINCT i.file_id, i.line_no
+    FROM gw i JOIN gw o ON o.lid = i.lid AND o.layer_rank < i.layer_rank
+),
+gw_top AS (
+    SELECT g.*
+    FROM gw g
+    LEFT JOIN gw_shadowed s ON s.file_id = g.file_id AND s.line_no = g.line_no
+    WHERE s.file_id IS NULL
+),
+chain_ids AS (
+    SELECT chain_key, ts_engine, header_request_id AS id, 1 AS prio FROM chains WHERE header_request_id IS NOT NULL
+    UNION ALL
+    SELECT chain_key, ts_engine, decode_rid, 2 FROM chains WHERE decode_rid IS NOT NULL
+    UNION ALL
+    SELECT chain_key, ts_engine, prefill_rid, 2 FROM chains
+    WHERE prefill_rid IS NOT NULL AND (decode_rid IS NULL OR prefill_rid <> decode_rid)
+),
+gw_ids AS (
+    SELECT file_id, line_no, ts_start, request_id AS id FROM gw_top WHERE request_id IS NOT NULL
+    UNION ALL
+    SELECT file_id, line_no, ts_start, header_request_id FROM gw_top
+    WHERE header_request_id IS NOT NULL AND (request_id IS NULL OR header_request_id <> request_id)
+),
+id_pairs AS (
+    SELECT g.file_id, g.line_no, c.chain_key, min(c.prio) AS prio,
+           min(abs(EXTRACT(EPOCH FROM c.ts_engine) - EXTRACT(EPOCH FROM g.ts_start))) AS dt
+    FROM gw_ids g JOIN chain_ids c ON c.id = g.id
+    GROUP BY g.file_id, g.line_no, c.chain_key
+),
+id_ranked AS (
+    SELECT m.*,
+           count(*) OVER (PARTITION BY m.file_id, m.line_no) AS n_cand,
+           ROW_NUMBER() OVER (PARTITION BY m.file_id, m.line_no
+                              ORDER BY m.prio, m.dt, m.chain_key) AS rn
+    FROM id_pairs m
+),
+gw_free AS (
+    SELECT g.*, CAST(floor(EXTRACT(EPOCH FROM g.ts_start) / 30) AS BIGINT) AS bucket
+    FROM gw_top g
+    WHERE NOT EXISTS (SELECT 1 FROM id_pairs m WHERE m.file_id = g.file_id AND m.line_no = g.line_no)
+),
+ch_free AS (
+    SELECT c.chain_key, c.ts_engine, c.engine_tokens,
+           CAST(floor(EXTRACT(EPOCH FROM c.ts_engine) / 30) AS BIGINT) AS bucket
+    FROM chains c
+    WHERE NOT EXISTS (SELECT 1 FROM id_pairs m WHERE m.chain_key = c.chain_key)
+),
+time_cand AS (
+    SELECT g.file_id, g.line_no, c.chain_key,
+           abs(EXTRACT(EPOCH FROM c.ts_engine) - EXTRACT(EPOCH FROM g.ts_start)) AS dt,
+           CASE WHEN g.prompt_tokens IS NOT NULL AND c.engine_tokens IS NOT NULL THEN 1 ELSE 0 END AS tok
+    FROM gw_free g
+    CROSS JOIN (VALUES (-1), (0), (1)) o (k)
+    JOIN ch_free c ON c.bucket = g.bucket + o.k
+    WHERE abs(EXTRACT(EPOCH FROM c.ts_engine) - EXTRACT(EPOCH FROM g.ts_start)) <= 30
+      AND (g.prompt_tokens IS NULL OR c.engine_tokens IS NULL
+           OR abs(g.prompt_tokens - c.engine_tokens) <= GREATEST(2, g.prompt_tokens / 100))
+      -- a token is at least one byte of request body
+      AND (g.request_bytes IS NULL OR c.engine_tokens IS NULL OR c.engine_tokens <= g.request_bytes)
+),
+time_ranked AS (
+    SELECT t.*,
+           count(*) OVER (PARTITION BY t.file_id, t.line_no) AS n_cand,
+           ROW_NUMBER() OVER (PARTITION BY t.file_id, t.line_no ORDER BY t.tok DESC, t.dt, t.chain_key) AS rn_g,
+           ROW_NUMBER() OVER (PARTITION BY t.chain_key ORDER BY t.tok DESC, t.dt, t.file_id, t.line_no) AS rn_c
+    FROM time_cand t
+),
+matches AS (
+    SELECT file_id, line_no, chain_key,
+           CASE WHEN prio = 1 THEN 'header_id' ELSE 'rid' END AS match_method,
+           CASE WHEN n_cand = 1 THEN 1.0 ELSE 0.7 END AS match_confidence
+    FROM id_ranked WHERE rn = 1
+    UNION ALL
+    SELECT file_id, line_no, chain_key,
+           CASE WHEN tok = 1 THEN 'time_tokens' ELSE 'time' END,
+           CASE WHEN tok = 1 THEN CASE WHEN n_cand = 1 THEN 0.8 ELSE 0.6 END
+                ELSE CASE WHEN n_cand = 1 THEN 0.5 ELSE 0.3 END END
+    FROM time_ranked WHERE rn_g = 1 AND rn_c = 1
+),
+matches_top AS (
+    -- one logical request seen at several layers: keep the outermost layer's record
+    SELECT m.*
+    FROM (
+        SELECT m.*, g.layer_rank,
+               min(g.layer_rank) OVER (PARTITION BY m.chain_key) AS best_rank
+        FROM matches m
+        JOIN gw_top g ON g.file_id = m.file_id AND g.line_no = m.line_no
+    ) m
+    WHERE m.layer_rank = m.best_rank
+),
+rows0 AS (
+    SELECT m.file_id AS gw_file_id, m.line_no AS gw_line_no, m.chain_key, m.match_method,
+           m.match_confidence
+    FROM matches_top m
+    UNION ALL
+    SELECT g.file_id, g.line_no, CAST(NULL AS VARCHAR), 'none', CAST(NULL AS DOUBLE)
+    FROM gw_top g
+    WHERE NOT EXISTS (SELECT 1 FROM matches m WHERE m.file_id = g.file_id AND m.line_no = g.line_no)
+    UNION ALL
+    SELECT CAST(NULL AS INTEGER), CAST(NULL AS BIGINT), c.chain_key, 'engine_only', CAST(NULL AS DOUBLE)
+    FROM chains c
+    WHERE NOT EXISTS (SELECT 1 FROM matches m WHERE m.chain_key = c.chain_key)
+),
+rej AS (
+    SELECT node, rid, min(ts) AS ts, max(input_tokens) AS input_tokens,
+           max(limit_tokens) AS limit_tokens,
+           min(CAST(file_id AS BIGINT) * 10000000000 + line_no) AS ref
+    FROM engine_rejections
+    WHERE kind = 'input_length' AND rid IS NOT NULL
+    GROUP BY node, rid
+),
+xfer AS (
+    SELECT bootstrap_room, min(ts) AS ts, min(kind) AS kind,
+           min(CAST(file_id AS BIGINT) * 10000000000 + line_no) AS ref
+    FROM engine_events
+    WHERE kind IN ('prefill_transfer_failed', 'decode_transfer_failed', 'kvpoll_timeout',
+                   'bootstrap_failed', 'transfer_backend_error')
+      AND bootstrap_room IS NOT NULL AND bootstrap_room <> 0
+    GROUP BY bootstrap_room
+),
+joined AS (
+    SELECT r.*, g.request_id, g.header_request_id AS gw_header_request_id, g.tenant_id, g.layer,
+           g.ts_start, g.status, g.streamed, g.in_band_error, g.prompt_tokens AS gateway_tokens,
+           g.tokens_source,
+           c.engine_mode, c.bootstrap_room, c.bootstrap_host, c.header_request_id AS engine_header_request_id,
+           c.prefill_node, c.prefill_rid, c.prefill_tokens, c.prefill_ts, c.prefill_finish_type,
+           c.prefill_received_ref, c.prefill_finished_ref,
+           c.decode_node, c.decode_rid, c.decode_tokens, c.decode_ts, c.decode_finished_ts,
+           c.decode_finish_type, c.decode_finish_status_code, c.decode_received_ref, c.decode_finished_ref,
+           c.ts_engine, c.engine_stream
+    FROM rows0 r
+    LEFT JOIN gw_top g ON g.file_id = r.gw_file_id AND g.line_no = r.gw_line_no
+    LEFT JOIN chains c ON c.chain_key = r.chain_key
+),
+filtered AS (
+    SELECT j.*, COALESCE(j.ts_start, j.ts_engine) AS ts
+    FROM joined j
+    WHERE ($start IS NULL OR COALESCE(j.ts_start, j.ts_engine) >= $start)
+      AND ($end IS NULL OR COALESCE(j.ts_start, j.ts_engine) < $end)
+      AND ($node IS NULL OR j.prefill_node = $node OR j.decode_node = $node)
+      AND ($request_id IS NULL OR $request_id IN (j.request_id, j.gw_header_request_id,
+                                                  j.engine_header_request_id, j.prefill_rid, j.decode_rid))
+),
+refd AS (
+    -- unpack the (file, line) references; integer division written portably
+    SELECT f.*,
+           CAST((rj.ref - rj.ref % 10000000000) / 10000000000 AS INTEGER) AS rej_file, rj.ref % 10000000000 AS rej_line,
+           rj.input_tokens AS rejected_input_tokens, rj.limit_tokens AS rejected_limit_tokens,
+           CAST((f.prefill_received_ref - f.prefill_received_ref % 10000000000) / 10000000000 AS INTEGER) AS pr_file,
+           f.prefill_received_ref % 10000000000 AS pr_line,
+           CAST((f.prefill_finished_ref - f.prefill_finished_ref % 10000000000) / 10000000000 AS INTEGER) AS pf_file,
+           f.prefill_finished_ref % 10000000000 AS pf_line,
+           CAST((f.decode_received_ref - f.decode_received_ref % 10000000000) / 10000000000 AS INTEGER) AS dr_file,
+           f.decode_received_ref % 10000000000 AS dr_line,
+           CAST((f.decode_finished_ref - f.decode_finished_ref % 10000000000) / 10000000000 AS INTEGER) AS df_file,
+           f.decode_finished_ref % 10000000000 AS df_line,
+           x.kind AS transfer_failure,
+           CAST((x.ref - x.ref % 10000000000) / 10000000000 AS INTEGER) AS x_file, x.ref % 10000000000 AS x_line
+    FROM filtered f
+    LEFT JOIN rej rj ON rj.node = f.prefill_node AND rj.rid = f.prefill_rid
+    LEFT JOIN xfer x ON x.bootstrap_room = f.bootstrap_room
+)
+SELECT
+    f.request_id,
+    COALESCE(f.gw_header_request_id, f.engine_header_request_id) AS header_request_id,
+    f.tenant_id,
+    f.layer,
+    f.ts,
+    f.status,
+    COALESCE(f.streamed, f.engine_stream) AS streamed,
+    f.in_band_error,
+    f.match_method,
+    f.match_confidence,
+    f.engine_mode,
+    f.bootstrap_room,
+    f.bootstrap_host,
+    f.gateway_tokens,
+    f.tokens_source,
+    f.prefill_node,
+    f.prefill_rid,
+    f.prefill_tokens,
+    f.prefill_finish_type,
+    f.decode_node,
+    f.decode_rid,
+    f.decode_tokens,
+    f.decode_finish_type,
+    f.decode_finish_status_code,
+    f.decode_ts AS decode_start_ts,
+    f.decode_finished_ts,
+    f.rejected_input_tokens,
+    f.rejected_limit_tokens,
+    f.transfer_failure,
+    concat_ws('; ',
+        'gateway=' || COALESCE(eg.rel, 'file' || CAST(f.gw_file_id AS VARCHAR)) || ':' || CAST(f.gw_line_no AS VARCHAR),
+        'rejection=' || COALESCE(er.rel, 'file' || CAST(f.rej_file AS VARCHAR)) || ':' || CAST(f.rej_line AS VARCHAR),
+        'prefill=' || concat_ws(',',
+            COALESCE(epr.rel, 'file' || CAST(f.pr_file AS VARCHAR)) || ':' || CAST(f.pr_line AS VARCHAR),
+            COALESCE(epf.rel, 'file' || CAST(f.pf_file AS VARCHAR)) || ':' || CAST(f.pf_line AS VARCHAR)),
+        'decode=' || concat_ws(',',
+            COALESCE(edr.rel, 'file' || CAST(f.dr_file AS VARCHAR)) || ':' || CAST(f.dr_line AS VARCHAR),
+            COALESCE(edf.rel, 'file' || CAST(f.df_file AS VARCHAR)) || ':' || CAST(f.df_line AS VARCHAR)),
+        'transfer_failure=' || COALESCE(ex.rel, 'file' || CAST(f.x_file AS VARCHAR)) || ':' || CAST(f.x_line AS VARCHAR)
+    ) AS evidence
+FROM refd f
+LEFT JOIN ev_files eg ON eg.file_id = f.gw_file_id
+LEFT JOIN ev_files er ON er.file_id = f.rej_file
+LEFT JOIN ev_files epr ON epr.file_id = f.pr_file
+LEFT JOIN ev_files epf ON epf.file_id = f.pf_file
+LEFT JOIN ev_files edr ON edr.file_id = f.dr_file
+LEFT JOIN ev_files edf ON edf.file_id = f.df_file
+LEFT JOIN ev_files ex ON ex.file_id = f.x_file
+ORDER BY f.ts, f.request_id, f.gw_file_id, f.gw_line_no, f.chain_key

@@ -1,0 +1,210 @@
+"""Shared fixtures: synthetic cases written straight into the schema, and the ingested sample.
+
+The synthetic builder inserts rows into the canonical tables the loaders fill, so the queries can
+be tested on exact, tiny situations (one table of cases per test, via ``pytest.mark.parametrize``).
+The sample case is ingested once per session (it is the slow part of the suite).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import forensics
+from forensics.case import Case
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample_data"
+
+CTX = 1_048_576
+POOL_BAD = 681_280
+POOL_GOOD = 2_043_840
+LIMIT_BAD = 681_274  # min(CTX - 1, POOL_BAD - 1) - 5
+T0 = dt.datetime(2026, 9, 1, 0, 0, 0)
+
+
+def t(hours: float = 0, seconds: float = 0) -> dt.datetime:
+    """UTC time ``hours`` + ``seconds`` after the synthetic epoch T0."""
+    return T0 + dt.timedelta(hours=hours, seconds=seconds)
+
+
+class Synth:
+    """Build a tiny case by inserting canonical rows directly (no loaders involved).
+
+    Example:
+        >>> s = Synth()
+        >>> s.start("prefill-0", t(0), role="prefill", pool=POOL_BAD)
+        >>> s.pd_request("r1", t(1), tokens=700_000, rejected=True)
+    """
+
+    def __init__(self) -> None:
+        self.case: Case = forensics.open_case(":memory:")
+        self._files: dict[str, int] = {}
+        self._lines: dict[int, itertools.count[int]] = {}
+        self._seq: dict[str, int] = {}
+        self._room = itertools.count(1000)
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def file(self, path: str, kind: str = "engine", node: str | None = None, layer: str | None = None) -> int:
+        if path not in self._files:
+            fid = len(self._files) + 1
+            self._files[path] = fid
+            self._lines[fid] = itertools.count(1)
+            self.insert(
+                "evidence_files", file_id=fid, path=f"/evidence/case/{path}", sha256=f"{fid:064x}",
+                size=1, kind=kind, layer=layer or ("engine" if kind == "engine" else None), node=node,
+            )
+        return self._files[path]
+
+    def insert(self, table: str, **cols: Any) -> None:
+        names = ", ".join(cols)
+        marks = ", ".join("?" for _ in cols)
+        self.case.con.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})", list(cols.values()))
+
+    def _where(self, node: str) -> dict[str, Any]:
+        fid = self.file(f"engine/{node}/sglang.log", "engine", node)
+        return {"file_id": fid, "line_no": next(self._lines[fid])}
+
+    # -- engine rows --------------------------------------------------------------------------
+
+    def start(self, node: str, ts: dt.datetime, *, role: str = "prefill", ctx: int = CTX,
+              pool: int = POOL_BAD, **kw: Any) -> None:
+        seq = self._seq.get(node, 0) + 1
+        self._seq[node] = seq
+        lim = min(ctx - 1, pool - 1) - 5 if ctx is not None and pool is not None else None
+        self.insert("engine_starts", node=node, start_seq=seq, ts_start=ts,
+                    ts_ready=ts + dt.timedelta(minutes=4), role=role, context_len=ctx,
+                    max_total_num_tokens=pool, admission_limit=lim, **kw, **self._where(node))
+
+    def req(self, node: str, kind: str, rid: str, ts: dt.datetime, **kw: Any) -> None:
+        self.insert("engine_requests", node=node, kind=kind, rid=rid, ts=ts, **kw, **self._where(node))
+
+    def rejection(self, node: str, rid: str | None, ts: dt.datetime, tokens: int,
+                  limit: int = LIMIT_BAD, kind: str = "input_length") -> None:
+        self.insert("engine_rejections", node=node, ts=ts, kind=kind, rid=rid, input_tokens=tokens,
+                    limit_tokens=limit, message="Input length exceeds", **self._where(node))
+
+    def event(self, node: str, kind: str, ts: dt.datetime, room: int | None, **kw: Any) -> None:
+        self.insert("engine_events", node=node, kind=kind, ts=ts, bootstrap_room=room, **kw,
+                    **self._where(node))
+
+    def other(self, node: str, ts: dt.datetime, kind: str = "noise") -> None:
+        self.insert("engine_other_lines", node=node, ts=ts, kind=kind, text="x", **self._where(node))
+
+    # -- gateway rows -------------------------------------------------------------------------
+
+    def gw(self, request_id: str, ts: dt.datetime, *, layer: str = "edge", status: int = 200,
+           tenant: str = "t1", **kw: Any) -> None:
+        fid = self.file(f"gateway/{layer}.ndjson", "gateway", layer=layer)
+        self.insert("gateway_requests", request_id=request_id, tenant_id=tenant, ts_start=ts,
+                    ts_end=ts + dt.timedelta(seconds=30), status=status, layer=layer,
+                    file_id=fid, line_no=next(self._lines[fid]), **kw)
+
+    # -- a whole PD request -------------------------------------------------------------------
+
+    def pd_request(
+        self,
+        xid: str,
+        ts: dt.datetime,
+        *,
+        tokens: int,
+        prefill: str = "prefill-0",
+        decode: str = "decode-0",
+        rejected: bool = False,
+        placeholder: bool | None = None,
+        status: int | None = 200,
+        tenant: str = "t1",
+        layer: str = "edge",
+        gateway_tokens: int | None = None,
+        decode_finish: str = "length",
+        engine: bool = True,
+        prefill_logged: bool = True,
+        header: bool = True,
+        room: int | None = None,
+        **gw_kw: Any,
+    ) -> int:
+        """One request through gateway, prefill and decode; returns its bootstrap_room.
+
+        ``rejected`` writes the scheduler rejection line; ``placeholder`` (default: = rejected)
+        makes the prefill report 1 prompt token. ``status=None`` writes no gateway record.
+        """
+        room = room if room is not None else next(self._room)
+        placeholder = rejected if placeholder is None else placeholder
+        hdr = xid if header else None
+        if status is not None:
+            self.gw(f"ray-{xid}", ts, layer=layer, status=status, tenant=tenant,
+                    header_request_id=xid, prompt_tokens=gateway_tokens, **gw_kw)
+        if not engine:
+            return room
+        te = ts + dt.timedelta(seconds=1)
+        common = {"bootstrap_host": "10.0.2.11", "bootstrap_room": room, "header_request_id": hdr}
+        if prefill_logged:
+            self.req(prefill, "received", f"p-{xid}", te, **common)
+            if rejected:
+                self.rejection(prefill, f"p-{xid}", te + dt.timedelta(seconds=1), tokens)
+            self.req(prefill, "finished", f"p-{xid}", te + dt.timedelta(seconds=2),
+                     prompt_tokens=1 if placeholder else tokens, finish_type="length",
+                     finish_length=0 if placeholder else 16, **common)
+        self.req(decode, "received", f"d-{xid}", te, **common)
+        self.req(decode, "finished", f"d-{xid}", te + dt.timedelta(seconds=20),
+                 prompt_tokens=tokens, completion_tokens=16, finish_type=decode_finish, **common)
+        return room
+
+
+def fleet(s: Synth, *, bad: tuple[str, ...] = ("prefill-0",), fixed_at: float | None = 200.0) -> None:
+    """A standard fleet: prefill-0 (exposed, fixed at ``fixed_at`` hours), prefill-1 (good), decode-0/1."""
+    for node in ("prefill-0", "prefill-1"):
+        s.start(node, t(0), role="prefill", pool=POOL_BAD if node in bad else POOL_GOOD)
+        if node in bad and fixed_at is not None:
+            s.start(node, t(fixed_at), role="prefill", pool=POOL_GOOD)
+    for node in ("decode-0", "decode-1"):
+        s.start(node, t(0), role="decode", pool=2_621_440)
+    for node in ("prefill-0", "prefill-1", "decode-0", "decode-1"):
+        s.other(node, t(300))  # the last log line: the period end of the last start
+
+
+@pytest.fixture
+def synth() -> Synth:
+    return Synth()
+
+
+# -- the bundled sample, ingested once per session ----------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def sample_truth() -> dict[str, Any]:
+    path = SAMPLE / "truth.json"
+    if not path.is_file():
+        pytest.skip("sample_data/truth.json not generated yet")
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+@pytest.fixture(scope="session")
+def sample_case_path(tmp_path_factory: pytest.TempPathFactory, sample_truth: dict[str, Any]) -> Iterator[Path]:
+    """Path of a case database with the whole sample (gateway + engine) ingested."""
+    try:
+        import forensics.sources.engine  # noqa: F401
+        import forensics.sources.gateway  # noqa: F401
+    except ImportError:
+        pytest.skip("loaders not available yet")
+    path = tmp_path_factory.mktemp("sample") / "case.duckdb"
+    with forensics.open_case(path, now=dt.datetime(2026, 10, 1)) as case:
+        case.ingest_gateway(SAMPLE / "gateway")
+        case.ingest_engine(SAMPLE / "engine", tz="Asia/Singapore")
+    yield path
+
+
+@pytest.fixture(scope="session")
+def sample_case(sample_case_path: Path) -> Iterator[Case]:
+    """The ingested sample, opened read-only once for the whole session."""
+    case = forensics.open_case(sample_case_path, read_only=True)
+    yield case
+    case.close()
