@@ -244,10 +244,17 @@ def _to_arrow(chunk: bytes, first_line: int, state: _ReadState) -> pa.Table:
     arr = np.frombuffer(chunk, dtype=np.uint8)
     nl = np.flatnonzero(arr == 10)
     starts = np.concatenate(([0], nl + 1)).astype(np.int64)
-    if starts[-1] != len(chunk):
-        starts = np.concatenate((starts, [len(chunk)]))
-    n = len(starts) - 1
-    lines = pa.LargeStringArray.from_buffers(n, pa.py_buffer(starts.tobytes()), pa.py_buffer(chunk))
+    if starts[-1] == len(chunk):
+        starts = starts[:-1]
+    n = len(starts)
+    # Drop the line terminators ('\n' and a '\r' just before it) with one vectorised copy, so
+    # each Arrow string is exactly the line's content.
+    cr = nl[(nl > 0)]
+    cr = cr[arr[cr - 1] == 13] - 1
+    drop = np.sort(np.concatenate((nl, cr))) if cr.size else nl
+    data = np.delete(arr, drop) if drop.size else arr
+    offsets = np.concatenate((starts - np.searchsorted(drop, starts), [len(data)])).astype(np.int64)
+    lines = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data.tobytes()))
     nos = pa.array(np.arange(first_line, first_line + n, dtype=np.int64))
     return pa.table({"line_no": nos, "line": lines})
 
@@ -332,6 +339,7 @@ def _process_file(case: Case, src: EngineSource, file_id: int, tz: str, state: _
     con.execute(q.STAGE)
     if src.kind == "metrics":
         con.execute("UPDATE _eng_cls SET cls = CASE WHEN msg = '' THEN 'blank' ELSE 'req_metrics' END")
+    _canonical_ranks(case)
     row = con.execute("SELECT count(*) FROM _eng_cls WHERE ets = '' AND rts = ''").fetchone()
     if row and row[0]:
         con.execute(q.INFER)
@@ -343,6 +351,39 @@ def _process_file(case: Case, src: EngineSource, file_id: int, tz: str, state: _
     con.execute(q.REQ_METRICS, {**params, "file_hour": _file_hour(src, tz)})
     counts = dict(con.execute("SELECT cls, count(*) FROM _eng_cls GROUP BY cls").fetchall())
     return {str(k): int(v) for k, v in counts.items()}
+
+
+#: Canonical order of rank tags (the newest releases' order).
+_RANK_ORDER = ("DP", "PP", "ATTN_CP", "MOE_DP", "TP", "EP")
+_RANK_TAG = re.compile(r"^(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)$")
+
+
+def canonical_ranks(raw: str) -> str:
+    """Rank tags as an unordered set, written in one canonical order.
+
+    Example:
+        >>> canonical_ranks("DP3 TP3 EP3 PP1")
+        'DP3 PP1 TP3 EP3'
+    """
+    tags = raw.split()
+    parsed = [_RANK_TAG.match(t) for t in tags]
+    if not all(parsed):
+        return raw.strip()
+    return " ".join(sorted(tags, key=lambda t: _RANK_ORDER.index(_RANK_TAG.match(t).group(1))))  # type: ignore[union-attr]
+
+
+def _canonical_ranks(case: Case) -> None:
+    # Few distinct rank strings per file: sort them in Python, rewrite only those out of order.
+    fixes = {}
+    for (raw,) in case.con.execute("SELECT DISTINCT ranks FROM _eng_cls WHERE ranks IS NOT NULL").fetchall():
+        canon = canonical_ranks(raw)
+        if canon != raw:
+            fixes[raw] = canon
+    if fixes:
+        case.con.execute(
+            "UPDATE _eng_cls SET ranks = map_extract_value(MAP($k, $v), ranks) WHERE list_contains($k, ranks)",
+            {"k": list(fixes), "v": list(fixes.values())},
+        )
 
 
 def _redact_raw(raw: bytes) -> bytes:
@@ -402,10 +443,11 @@ def rebuild_starts(case: Case, nodes: Iterable[str]) -> int:
         starts: list[dict[str, Any]] = []
         cur: dict[str, Any] | None = None
         for ts, inferred, ranks, fact, file_id, line_no, args, text in facts:
-            new = cur is None
-            if cur is not None:
-                if (fact == "server_args" and cur["n_facts"] > 0) or (cur["ready"] is not None and fact not in ("ready", "bootstrap", "pool_warning")) or (fact == "max_total" and ranks in cur["max_total_ranks"]):
-                    new = True
+            new = cur is None or (
+                (fact == "server_args" and cur["n_facts"] > 0)
+                or (cur["ready"] is not None and fact not in ("ready", "bootstrap", "pool_warning"))
+                or (fact == "max_total" and ranks in cur["max_total_ranks"])
+            )
             if new:
                 cur = {"ts_start": ts, "ts_inferred": inferred, "ready": None, "n_facts": 0, "args": None,
                        "max_total": None, "max_total_ranks": set(), "kv": None, "kv_label_only": None,

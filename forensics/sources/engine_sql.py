@@ -143,29 +143,47 @@ STAGE = r"""
 CREATE OR REPLACE TEMP TABLE _eng_cls AS
 WITH a AS (
     SELECT line_no,
-           CASE WHEN contains(l, chr(27)) THEN regexp_replace(l, '\x1b\[[0-9;?]*[A-Za-z]', '', 'g')
-                ELSE l END AS line
-    FROM (SELECT line_no, rtrim(line, chr(13) || chr(10)) AS l FROM _eng_raw)
+           CASE WHEN contains(line, chr(27)) THEN regexp_replace(line, '\x1b\[[0-9;?]*[A-Za-z]', '', 'g')
+                ELSE line END AS line
+    FROM _eng_raw
 ), b AS (
-    SELECT line_no, line, regexp_extract(left(line, 256), '__PREFIX__', __GROUPS__) AS p FROM a
+    -- Fast path for the common engine prefix '[YYYY-MM-DD HH:MM:SS...] ' (string functions only);
+    -- everything else (collector, Ray, router, unprefixed lines) goes through the full regex.
+    SELECT line_no, line,
+           starts_with(line, '[') AND substr(line, 21, 1) IN (']', ' ', '.', ',')
+               AND try_cast(substr(line, 2, 19) AS TIMESTAMP) IS NOT NULL AS fp
+    FROM a
 ), c AS (
-    SELECT line_no, p.pre AS pre, substr(line, length(p.pre) + 1) AS msg,
-           p.cms AS cms, p.ciso AS ciso, p.ets AS ets, p.ems AS ems, p.ranks AS ranks_raw,
-           p.rts AS rts, p.rlevel AS rlevel
+    SELECT line_no, line, fp,
+           CASE WHEN fp THEN strpos(left(line, 200), ']') END AS close,
+           CASE WHEN NOT fp THEN regexp_extract(left(line, 256), '__PREFIX__', __GROUPS__) END AS p
     FROM b
+), d AS (
+    SELECT line_no, line, fp, close, p,
+           CASE WHEN fp THEN substr(line, 21, close - 21) END AS rk
+    FROM c
+), e AS (
+    SELECT line_no, line,
+           CASE WHEN fp THEN left(line, close + CASE WHEN substr(line, close + 1, 1) = ' ' THEN 1 ELSE 0 END)
+                ELSE p.pre END AS pre,
+           CASE WHEN fp THEN '' ELSE p.cms END AS cms,
+           CASE WHEN fp THEN '' ELSE p.ciso END AS ciso,
+           CASE WHEN fp THEN substr(line, 2, 19) ELSE p.ets END AS ets,
+           CASE WHEN fp THEN (CASE WHEN substr(rk, 1, 1) IN ('.', ',') THEN split_part(substr(rk, 2), ' ', 1) ELSE '' END)
+                ELSE p.ems END AS ems,
+           CASE WHEN fp THEN (CASE WHEN substr(rk, 1, 1) IN ('.', ',')
+                                   THEN substr(rk, 2 + length(split_part(substr(rk, 2), ' ', 1))) ELSE rk END)
+                ELSE p.ranks END AS ranks_raw,
+           CASE WHEN fp THEN '' ELSE p.rts END AS rts,
+           CASE WHEN fp THEN '' ELSE p.rlevel END AS rlevel
+    FROM d
+), f AS (
+    SELECT line_no, pre, substr(line, length(pre) + 1) AS msg, cms, ciso, ets, ems, ranks_raw, rts, rlevel
+    FROM e
 )
 SELECT line_no, pre, msg, ets, rts, rlevel,
        __CLASSIFY__ AS cls,
-       CASE WHEN ranks_raw = '' THEN NULL
-            WHEN ranks_raw IN (' TP0', ' TP1', ' TP2', ' TP3', ' TP4', ' TP5', ' TP6', ' TP7') THEN ltrim(ranks_raw)
-            ELSE concat_ws(' ',
-                nullif('DP' || regexp_extract(ranks_raw, ' DP(\d+)', 1), 'DP'),
-                nullif('PP' || regexp_extract(ranks_raw, ' PP(\d+)', 1), 'PP'),
-                nullif('ATTN_CP' || regexp_extract(ranks_raw, ' ATTN_CP(\d+)', 1), 'ATTN_CP'),
-                nullif('MOE_DP' || regexp_extract(ranks_raw, ' MOE_DP(\d+)', 1), 'MOE_DP'),
-                nullif('TP' || regexp_extract(ranks_raw, ' TP(\d+)', 1), 'TP'),
-                nullif('EP' || regexp_extract(ranks_raw, ' EP(\d+)', 1), 'EP'))
-       END AS ranks,
+       nullif(ltrim(ranks_raw), '') AS ranks,
        CASE WHEN ets <> '' THEN _eng_tz(t)
             WHEN rts <> '' THEN try_cast(replace(rts, 'T', ' ') AS TIMESTAMP)
        END AS ts,
@@ -175,10 +193,10 @@ SELECT line_no, pre, msg, ets, rts, rlevel,
        false AS ts_inferred,
        CAST(NULL AS BIGINT) AS attached_to_line
 FROM (SELECT *, CASE WHEN ets = '' THEN NULL
-                     ELSE try_strptime(ets, '%Y-%m-%d %H:%M:%S')
-                          + to_microseconds(CASE WHEN ems = '' THEN 0 ELSE rpad(ems, 6, '0')::BIGINT END)
+                     WHEN ems = '' THEN try_cast(ets AS TIMESTAMP)
+                     ELSE try_cast(ets || '.' || ems AS TIMESTAMP)
                 END AS t
-      FROM c)
+      FROM f)
 """.replace("__PREFIX__", PREFIX_RE.replace("'", "''")).replace(
     "__GROUPS__", "[" + ", ".join(f"'{g}'" for g in PREFIX_GROUPS) + "]"
 ).replace("__CLASSIFY__", CLASSIFY)
@@ -190,10 +208,13 @@ UPDATE _eng_cls SET ts = coalesce(_eng_cls.ts, x.collector_ts, x.prev_ts),
                     ts_inferred = _eng_cls.ts IS NULL AND coalesce(x.collector_ts, x.prev_ts) IS NOT NULL,
                     attached_to_line = x.prev_line
 FROM (
-    SELECT u.line_no, u.collector_ts, p.ts AS prev_ts, p.line_no AS prev_line
-    FROM (SELECT line_no, collector_ts FROM _eng_cls WHERE ets = '' AND rts = '') u
-    ASOF LEFT JOIN (SELECT line_no, ts FROM _eng_cls WHERE (ets <> '' OR rts <> '') AND ts IS NOT NULL) p
-        ON u.line_no > p.line_no
+    -- Unprefixed lines are few: group consecutive ones into islands (line_no - row_number); the
+    -- line before an island is the prefixed line they follow (line numbers are dense).
+    SELECT u.line_no, u.collector_ts, nullif(u.island - 1, 0) AS prev_line, p.ts AS prev_ts
+    FROM (SELECT line_no, collector_ts, min(line_no) OVER (PARTITION BY grp) AS island
+          FROM (SELECT line_no, collector_ts, line_no - row_number() OVER (ORDER BY line_no) AS grp
+                FROM _eng_cls WHERE ets = '' AND rts = '')) u
+    LEFT JOIN _eng_cls p ON p.line_no = u.island - 1
 ) x
 WHERE _eng_cls.line_no = x.line_no
 """
@@ -207,17 +228,31 @@ SELECT $node, ts, ts_inferred, ranks, kind, iter,
        try_cast(coalesce(f['input throughput (token/s)'], f['gen throughput (token/s)']) AS DOUBLE),
        f, $file_id, line_no
 FROM (
-    SELECT line_no, ts, ts_inferred, ranks,
-           CASE WHEN starts_with(msg, 'Prefill') THEN 'prefill' ELSE 'decode' END AS kind,
-           try_cast(regexp_extract(left(msg, 40), '^\w+ batch \[(\d+)\]', 1) AS BIGINT) AS iter,
-           CASE WHEN len(list_distinct(k)) = len(k) THEN map(k, v)
+    SELECT line_no, ts, ts_inferred, ranks, kind, iter,
+           CASE WHEN ok THEN json_transform('{"' || replace(replace(body, ', ', '", "'), ': ', '": "') || '"}',
+                                            '"MAP(VARCHAR, VARCHAR)"')
+                WHEN len(list_distinct(k)) = len(k) THEN map(k, v)
                 ELSE map(list_filter(k, lambda x, i: list_position(k, x) = i),
                          list_filter(v, lambda x, i: list_position(k, k[i]) = i)) END AS f
     FROM (
-        SELECT line_no, ts, ts_inferred, ranks, msg,
-               list_transform(regexp_extract_all(msg, '__PAIR__', 1), lambda x: trim(x)) AS k,
-               list_transform(regexp_extract_all(msg, '__PAIR__', 2), lambda x: trim(x)) AS v
-        FROM _eng_cls WHERE cls = 'batch'
+        SELECT *,
+               CASE WHEN NOT ok THEN list_transform(regexp_extract_all(msg, '__PAIR__', 1), lambda x: trim(x)) END AS k,
+               CASE WHEN NOT ok THEN list_transform(regexp_extract_all(msg, '__PAIR__', 2), lambda x: trim(x)) END AS v
+        FROM (
+            -- Pairs 'k: v, k: v' become a JSON object by two replaces, then a MAP: the cheapest
+            -- MAP construction DuckDB offers. Lines with quotes, backslashes or odd pairs take
+            -- the regex path (keys kept, first occurrence wins).
+            SELECT *, NOT contains(body, '"') AND NOT contains(body, '\') AND body <> ''
+                      AND len(string_split(body, ', ')) = len(string_split(body, ': ')) - 1 AS ok
+            FROM (
+                SELECT line_no, ts, ts_inferred, ranks, msg,
+                       CASE WHEN starts_with(msg, 'Prefill') THEN 'prefill' ELSE 'decode' END AS kind,
+                       CASE WHEN substr(msg, 14, 2) = ' [' OR substr(msg, 13, 2) = ' ['
+                            THEN try_cast(regexp_extract(left(msg, 40), '^\w+ batch \[(\d+)\]', 1) AS BIGINT) END AS iter,
+                       rtrim(trim(substr(msg, strpos(msg, ' #') + 1)), ',') AS body
+                FROM _eng_cls WHERE cls = 'batch'
+            )
+        )
     )
 )
 """.replace("__PAIR__", BATCH_PAIR_RE.replace("'", "''"))
