@@ -41,6 +41,19 @@ TOKEN_RE = (
     + LIT
 )
 
+#: The request-record tokeniser: only the fields the loader keeps are matched as ``name=value``
+#: (group k1/v1) or ``'name': value`` (k2/v2); every other string literal is consumed whole so
+#: that text inside it (a prompt) is never read as a field. Far fewer matches than TOKEN_RE.
+REQ_TOKEN_RE = (
+    r"\b(rid|bootstrap_host|bootstrap_port|bootstrap_room|stream|headers)=("
+    + LIT
+    + r"""|\{(?:""" + LIT + r"""|[^{}'"])*\}|[^,()\[\]{}'" ][^,()\[\]{}'"]*|)"""
+    + r"""|'(id|prompt_tokens|completion_tokens|cached_tokens|e2e_latency|type|length|status_code|message)': ("""
+    + LIT
+    + r"""|[^,()\[\]{}'" ][^,()\[\]{}'"]*|)|"""
+    + LIT
+)
+
 #: key: value pairs of a batch line (after the header), e.g. ``#new-seq: 1`` or ``cuda graph: True``.
 BATCH_PAIR_RE = r"(?:^\w+ batch(?: \[\d+\])?[.,] ?|, )([^:,]+): ([^,]*)"
 
@@ -129,7 +142,9 @@ CASE
   WHEN starts_with(msg, 'Traceback (') OR starts_with(msg, ' ') OR starts_with(msg, chr(9))
     OR starts_with(msg, 'During handling of the above exception')
     OR starts_with(msg, 'The above exception was the direct cause')
+    OR starts_with(msg, 'Exception in thread ')
     OR regexp_matches(left(msg, 120), '^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)\b')
+    OR regexp_matches(left(msg, 120), '^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+(:|$)')
     THEN 'traceback'
   WHEN regexp_matches(left(msg, 16), '^[IWEF]\d{4} \d\d:\d\d') THEN 'native'
   WHEN contains(msg, 'it/s]') OR contains(msg, 's/it]') OR contains(msg, '%|') THEN 'progress'
@@ -274,48 +289,45 @@ SELECT $node, ts, ts_inferred, kind, rid, host, try_cast(port AS INTEGER), try_c
        CASE lower(stream) WHEN 'true' THEN true WHEN 'false' THEN false END,
        coalesce(hmap['x-request-id'], hmap['x-correlation-id'], hmap['x-trace-id'], hmap['request-id']),
        CASE WHEN hmap IS NULL THEN NULL ELSE _eng_redact(to_json(hmap)::VARCHAR) END,
-       _eng_int(_eng_last(k2, v, 'prompt_tokens')), _eng_int(_eng_last(k2, v, 'completion_tokens')),
-       _eng_int(_eng_last(k2, v, 'cached_tokens')),
+       _eng_int(_eng_last(k2, v2, 'prompt_tokens')), _eng_int(_eng_last(k2, v2, 'completion_tokens')),
+       _eng_int(_eng_last(k2, v2, 'cached_tokens')),
        ftype,
-       CASE WHEN ftype = 'length' THEN _eng_int(_eng_last(k2, v, 'length')) END,
-       CASE WHEN ftype = 'abort' THEN try_cast(_eng_last(k2, v, 'status_code') AS INTEGER) END,
-       CASE WHEN ftype = 'abort' THEN _eng_cap(_eng_last(k2, v, 'message')) END,
-       try_cast(_eng_last(k2, v, 'e2e_latency') AS DOUBLE),
+       CASE WHEN ftype = 'length' THEN _eng_int(_eng_last(k2, v2, 'length')) END,
+       CASE WHEN ftype = 'abort' THEN try_cast(_eng_last(k2, v2, 'status_code') AS INTEGER) END,
+       CASE WHEN ftype = 'abort' THEN _eng_cap(_eng_last(k2, v2, 'message')) END,
+       try_cast(_eng_last(k2, v2, 'e2e_latency') AS DOUBLE),
        NULL, NULL, NULL,
        _eng_health(rid, try_cast(room AS BIGINT), host),
        $file_id, line_no
 FROM (
     SELECT *,
-           CASE WHEN kind = 'finished' THEN _eng_last(k2, v, 'type') END AS ftype,
-           coalesce(_eng_first(k1, v, 'rid'), _eng_last(k2, v, 'id')) AS rid,
-           _eng_first(k1, v, 'bootstrap_host') AS host,
-           _eng_first(k1, v, 'bootstrap_port') AS port,
-           _eng_first(k1, v, 'bootstrap_room') AS room,
-           _eng_first(k1, v, 'stream') AS stream,
-           CASE WHEN hpos IS NULL OR hpos = 0 THEN NULL
-                ELSE map(list_transform(hk, lambda x: lower(x)), list_transform(hv, lambda x: _eng_unq(x))) END AS hmap
+           CASE WHEN kind = 'finished' THEN _eng_last(k2, v2, 'type') END AS ftype,
+           coalesce(_eng_first(k1, v1, 'rid'), _eng_last(k2, v2, 'id')) AS rid,
+           _eng_first(k1, v1, 'bootstrap_host') AS host,
+           _eng_first(k1, v1, 'bootstrap_port') AS port,
+           _eng_first(k1, v1, 'bootstrap_room') AS room,
+           _eng_first(k1, v1, 'stream') AS stream,
+           CASE WHEN hv IS NOT NULL AND len(hp) > 0 AND len(list_distinct(list_transform(hp, lambda x: lower(coalesce(nullif(x.k, ''), x.k_))))) = len(hp)
+                THEN map(list_transform(hp, lambda x: lower(coalesce(nullif(x.k, ''), x.k_))), list_transform(hp, lambda x: _eng_unq(x.v))) END AS hmap
     FROM (
         SELECT *,
-               list_position(k1, 'headers') AS hpos,
-               k2[list_position(k1, 'headers') + 1:
-                  list_position(k1, 'headers') + coalesce(list_position(list_transform(
-                      k2[list_position(k1, 'headers') + 1:], lambda x: x IS NULL), true) - 1,
-                      len(k2) - list_position(k1, 'headers'))] AS hk,
-               v[list_position(k1, 'headers') + 1:
-                 list_position(k1, 'headers') + coalesce(list_position(list_transform(
-                     k2[list_position(k1, 'headers') + 1:], lambda x: x IS NULL), true) - 1,
-                     len(k2) - list_position(k1, 'headers'))] AS hv
+               v1[list_position(k1, 'headers')] AS hv,
+               regexp_extract_all(coalesce(v1[list_position(k1, 'headers')], ''),
+                   '[{,] ?(?:''([^'']+)''|"([^"]+)"): (__LIT__)', ['k', 'k_', 'v']) AS hp
         FROM (
-            SELECT line_no, ts, ts_inferred,
-                   CASE cls WHEN 'req_received' THEN 'received' ELSE 'finished' END AS kind,
-                   regexp_extract_all(msg, '__TOKEN__', 1) AS k1,
-                   regexp_extract_all(msg, '__TOKEN__', 2) AS k2,
-                   regexp_extract_all(msg, '__TOKEN__', 3) AS v
-            FROM _eng_cls WHERE cls IN ('req_received', 'req_finished')
+            SELECT line_no, ts, ts_inferred, kind,
+                   list_transform(t, lambda x: nullif(x.k1, '')) AS k1, list_transform(t, lambda x: x.v1) AS v1,
+                   list_transform(t, lambda x: nullif(x.k2, '')) AS k2, list_transform(t, lambda x: x.v2) AS v2
+            FROM (
+                SELECT line_no, ts, ts_inferred,
+                       CASE cls WHEN 'req_received' THEN 'received' ELSE 'finished' END AS kind,
+                       regexp_extract_all(msg, '__REQTOKEN__', ['k1', 'v1', 'k2', 'v2']) AS t
+                FROM _eng_cls WHERE cls IN ('req_received', 'req_finished')
+            )
         )
     )
 )
-""".replace("__TOKEN__", TOKEN_RE.replace("'", "''"))
+""".replace("__REQTOKEN__", REQ_TOKEN_RE.replace("'", "''")).replace("__LIT__", LIT.replace("'", "''"))
 
 #: JSON request records (``--log-requests-format json``): one parse per line via the list form.
 REQ_JSON = r"""
