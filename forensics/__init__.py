@@ -16,7 +16,34 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from forensics.case import Case, open_case  # noqa: E402
-from forensics.errors import ForensicsError  # noqa: E402
+from forensics.analysis import (
+    affected_requests,
+    affected_tenants,
+    exposure_windows,
+    hidden_errors,
+    leak_sources,
+    parameters_used,
+    pool_audit,
+    post_fix_check,
+    request_chain,
+    token_mismatch,
+)
+from forensics.case import Case, open_case
+from forensics.errors import ForensicsError
 
-__all__ = ["Case", "ForensicsError", "__version__", "open_case"]
+__all__ = [
+    "Case",
+    "ForensicsError",
+    "__version__",
+    "affected_requests",
+    "affected_tenants",
+    "exposure_windows",
+    "hidden_errors",
+    "leak_sources",
+    "open_case",
+    "parameters_used",
+    "pool_audit",
+    "post_fix_check",
+    "request_chain",
+    "token_mismatch",
+]

@@ -304,21 +304,22 @@ def parameters_used(case: CaseLike, func_name: str, **kwargs: Any) -> dict[str, 
     fleet_limit = min((w["admission_limit"] for w in windows), default=None)
     starts_ = [w["start"] for w in windows]
     ends_ = [w["end"] for w in windows]
+    fleet_window: dict[str, Any] = {
+        "start": min(starts_) if starts_ else None,
+        # an exposed start without a later start is open-ended (None)
+        "end": None if (not ends_ or None in ends_) else max(ends_),
+        "admission_limit": fleet_limit,
+    }
     derived = {
         "admission_limits": limits,
         "exposure_windows": windows,
-        "fleet_window": {
-            "start": min(starts_) if starts_ else None,
-            # an exposed start without a later start is open-ended (None)
-            "end": None if (not ends_ or None in ends_) else max(ends_),
-            "admission_limit": fleet_limit,
-        },
+        "fleet_window": fleet_window,
         "engine_starts": len(starts),
     }
     effective = {
         "admission_limit": given.get("limit_tokens") or fleet_limit,
-        "window_start": given.get("start") or derived["fleet_window"]["start"],
-        "window_end": given.get("end") or derived["fleet_window"]["end"],
+        "window_start": given.get("start") or fleet_window["start"],
+        "window_end": given.get("end") or fleet_window["end"],
     }
     return {
         "query": func_name,

@@ -128,11 +128,17 @@ def ingest(
 ANALYSIS_COMMANDS: dict[str, str] = {
     "audit": "pool_audit",
     "windows": "exposure_windows",
+    "chain": "request_chain",
     "affected": "affected_requests",
     "tenants": "affected_tenants",
+    "sources": "leak_sources",
     "mismatch": "token_mismatch",
+    "hidden": "hidden_errors",
     "postfix": "post_fix_check",
 }
+
+#: Options every analysis command shows (an error names the ones a command does not take).
+_COMMON_PARAMS = ("limit_tokens", "start", "end", "node")
 
 
 def _parse_time(value: str | None, option: str) -> dt.datetime | None:
@@ -148,33 +154,47 @@ def _parse_time(value: str | None, option: str) -> dt.datetime | None:
     return t
 
 
+def _param_option(param: str, default: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click option of one query parameter (by name; the query file documents its meaning)."""
+    if param == "limit_tokens":
+        return click.option("--limit-tokens", "limit_tokens", type=int, default=None,
+                            help="Override the admission limit derived from the logs (tokens).")
+    if param == "start":
+        return click.option("--start", "start", default=None,
+                            help="Only from this UTC time (ISO 8601); with --end, the exposure window to use.")
+    if param == "end":
+        return click.option("--end", "end", default=None, help="Only before this UTC time (ISO 8601).")
+    if param == "node":
+        return click.option("--node", "node", default=None, help="Only this engine node.")
+    if param == "window_s":
+        return click.option("--window-s", "window_s", type=int, default=default, show_default=True,
+                            help="Look-back before the affected decode start, in seconds.")
+    if param == "request_id":
+        return click.option("--request-id", "request_id", default=None,
+                            help="Only this request (gateway id, x-request-id or engine rid).")
+    raise AssertionError(f"no CLI option defined for query parameter {param!r}")
+
+
 def _analysis_command(command: str, func_name: str) -> None:
-    def run(
-        case_path: Path,
-        fmt: str,
-        out: Path | None,
-        limit_tokens: int | None,
-        start: str | None,
-        end: str | None,
-        node: str | None,
-        show_sql: bool,
-    ) -> None:
-        from forensics import analysis
+    from forensics import analysis
+
+    func: Callable[..., Any] = getattr(analysis, func_name)
+    sig = inspect.signature(func)
+    accepted = [name for name in sig.parameters if name != "case"]
+    shown = list(_COMMON_PARAMS) + [name for name in accepted if name not in _COMMON_PARAMS]
+
+    def run(case_path: Path, fmt: str, out: Path | None, show_sql: bool, **given: Any) -> None:
         from forensics.case import open_case
         from forensics.outputs.export import write_output
         from forensics.sqlfiles import load_query
 
-        func: Callable[..., Any] = getattr(analysis, func_name)
-        given = {
-            "limit_tokens": limit_tokens,
-            "start": _parse_time(start, "--start"),
-            "end": _parse_time(end, "--end"),
-            "node": node,
-        }
-        accepted = set(inspect.signature(func).parameters) - {"case"}
+        for key in ("start", "end"):
+            if key in given:
+                given[key] = _parse_time(given[key], f"--{key}")
         for key, value in given.items():
             if value is not None and key not in accepted:
-                raise ParameterError(f"forensics {command} does not take --{key.replace('_', '-')}")
+                raise ParameterError(f"forensics {command} does not take --{key.replace('_', '-')}",
+                                     hint=f"see forensics {command} --help")
         kwargs = {k: v for k, v in given.items() if k in accepted}
         if show_sql:
             click.echo(load_query(func_name).sql, err=True)
@@ -185,33 +205,32 @@ def _analysis_command(command: str, func_name: str) -> None:
         if out is not None:
             click.echo(f"wrote {out}", err=True)
 
-    from forensics import analysis
-
-    doc = (getattr(analysis, func_name).__doc__ or "").strip()
+    doc = (func.__doc__ or "").strip()
     summary_line = doc.splitlines()[0] if doc else func_name
+    extra = " ".join(f"--{p.replace('_', '-')} ..." for p in accepted if p not in _COMMON_PARAMS)
     run.__doc__ = (
         f"{summary_line}\n\n"
-        f"Runs queries/{func_name}.sql (Python: forensics.{func_name}).\n\n"
+        f"Runs queries/{func_name}.sql (Python: forensics.{func_name}). Takes: "
+        f"{', '.join('--' + p.replace('_', '-') for p in accepted) or 'no filters'}.\n\n"
         f"\b\nExample:\n  forensics {command} case.duckdb\n"
         f"  forensics {command} case.duckdb --format csv -o {func_name}.csv"
+        + (f"\n  forensics {command} case.duckdb {extra}" if extra else "")
     )
-    decorated = run
-    for deco in reversed(
-        [
-            cli.command(name=command),
-            click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path)),
-            click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]),
-                         default="table", show_default=True, help="Output format."),
-            click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path),
-                         help="Write to FILE instead of stdout."),
-            click.option("--limit-tokens", type=int, default=None,
-                         help="Override the admission limit derived from the logs."),
-            click.option("--start", default=None, help="Only from this UTC time (ISO 8601)."),
-            click.option("--end", default=None, help="Only before this UTC time (ISO 8601)."),
-            click.option("--node", default=None, help="Only this engine node."),
-            click.option("--show-sql", is_flag=True, help="Print the SQL run (to stderr)."),
-        ]
-    ):
+    decorators: list[Callable[[Callable[..., Any]], Any]] = [
+        cli.command(name=command),
+        click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path)),
+        click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]),
+                     default="table", show_default=True, help="Output format."),
+        click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path),
+                     help="Write to FILE instead of stdout."),
+    ]
+    for name in shown:
+        param = sig.parameters.get(name)
+        default = None if param is None or param.default is inspect.Parameter.empty else param.default
+        decorators.append(_param_option(name, default))
+    decorators.append(click.option("--show-sql", is_flag=True, help="Print the SQL run (to stderr)."))
+    decorated: Any = run
+    for deco in reversed(decorators):
         decorated = deco(decorated)
 
 

@@ -92,7 +92,7 @@ rej AS (
     GROUP BY node, rid
 ),
 gw AS (
-    SELECT g.request_id, g.header_request_id, g.tenant_id, g.ts_start, g.status,
+    SELECT g.request_id, g.header_request_id, g.tenant_id, g.ts_start, g.ts_end, g.status,
            g.prompt_tokens, g.tokens_source, g.request_bytes, g.streamed, g.in_band_error,
            g.layer, g.file_id, g.line_no,
            CASE g.layer WHEN 'edge' THEN 1 WHEN 'router' THEN 3 ELSE 2 END AS layer_rank,
@@ -140,7 +140,7 @@ cand_rooms AS (
     WHERE e.bootstrap_room IS NOT NULL AND e.bootstrap_room <> 0
 ),
 eng AS (
-    SELECT r.node, r.rid, r.kind, r.ts, r.bootstrap_host, r.bootstrap_room, r.stream,
+    SELECT r.node, r.rid, r.kind, r.ts, r.ts_inferred, r.bootstrap_host, r.bootstrap_room, r.stream,
            r.header_request_id, r.prompt_tokens, r.input_len, r.finish_type, r.stats_type,
            CAST(r.file_id AS BIGINT) * 10000000000 + r.line_no AS ref
     FROM engine_requests r
@@ -155,6 +155,8 @@ eng AS (
 legs AS (
     SELECT e.node, e.rid,
            min(e.ts) AS ts_first,
+           min(CASE WHEN e.kind = 'received' THEN e.ts END) AS ts_received,
+           max(CASE WHEN e.kind = 'received' AND e.ts_inferred THEN 1 ELSE 0 END) = 1 AS received_inferred,
            max(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.ts END) AS ts_finished,
            max(e.bootstrap_room) AS bootstrap_room,
            max(e.bootstrap_host) AS bootstrap_host,
@@ -181,7 +183,11 @@ chains0 AS (
            p.ts_first AS prefill_ts, p.received_ref AS prefill_received_ref,
            p.finished_ref AS prefill_finished_ref,
            d.node AS decode_node, d.rid AS decode_rid, d.tokens AS decode_tokens,
-           d.ts_first AS decode_ts, d.finish_type AS decode_finish_type,
+           -- a decode Receive line without its own timestamp (0.5.8-0.5.11 request logs) got the
+           -- previous line's time: the router sent both legs at once, so the prefill Receive
+           -- (when later) is the better estimate of when the decode leg started
+           CASE WHEN d.received_inferred AND p.ts_received > d.ts_first THEN p.ts_received
+                ELSE d.ts_first END AS decode_ts, d.finish_type AS decode_finish_type,
            d.received_ref AS decode_received_ref, d.finished_ref AS decode_finished_ref,
            COALESCE(p.bootstrap_room, d.bootstrap_room) AS bootstrap_room,
            COALESCE(d.header_request_id, p.header_request_id) AS header_request_id,

@@ -42,7 +42,7 @@ node_roles AS (
     SELECT node, max(role) AS role FROM engine_starts GROUP BY node
 ),
 eng AS (
-    SELECT r.node, r.rid, r.kind, r.ts, r.bootstrap_host, r.bootstrap_room, r.stream,
+    SELECT r.node, r.rid, r.kind, r.ts, r.ts_inferred, r.bootstrap_host, r.bootstrap_room, r.stream,
            r.header_request_id, r.prompt_tokens, r.completion_tokens, r.input_len, r.finish_type,
            r.finish_status_code, r.stats_type,
            -- (file, line) packed into one sortable number so min() picks a deterministic line
@@ -58,6 +58,7 @@ legs AS (
     SELECT e.node, e.rid,
            min(e.ts) AS ts_first,
            min(CASE WHEN e.kind = 'received' THEN e.ts END) AS ts_received,
+           max(CASE WHEN e.kind = 'received' AND e.ts_inferred THEN 1 ELSE 0 END) = 1 AS received_inferred,
            max(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.ts END) AS ts_finished,
            max(e.bootstrap_room) AS bootstrap_room,
            max(e.bootstrap_host) AS bootstrap_host,
@@ -85,7 +86,11 @@ chains0 AS (
            p.ts_first AS prefill_ts, p.finish_type AS prefill_finish_type,
            p.received_ref AS prefill_received_ref, p.finished_ref AS prefill_finished_ref,
            d.node AS decode_node, d.rid AS decode_rid, d.tokens AS decode_tokens,
-           d.ts_first AS decode_ts, d.ts_finished AS decode_finished_ts,
+           -- a decode Receive line without its own timestamp (0.5.8-0.5.11 request logs) got the
+           -- previous line's time: the router sent both legs at once, so the prefill Receive
+           -- (when later) is the better estimate of when the decode leg started
+           CASE WHEN d.received_inferred AND p.ts_received > d.ts_first THEN p.ts_received
+                ELSE d.ts_first END AS decode_ts, d.ts_finished AS decode_finished_ts,
            d.finish_type AS decode_finish_type, d.finish_status_code AS decode_finish_status_code,
            d.received_ref AS decode_received_ref, d.finished_ref AS decode_finished_ref,
            COALESCE(p.bootstrap_room, d.bootstrap_room) AS bootstrap_room,

@@ -191,8 +191,8 @@ def sample_truth() -> dict[str, Any]:
 def sample_case_path(tmp_path_factory: pytest.TempPathFactory, sample_truth: dict[str, Any]) -> Iterator[Path]:
     """Path of a case database with the whole sample (gateway + engine) ingested."""
     try:
-        import forensics.sources.engine  # noqa: F401
-        import forensics.sources.gateway  # noqa: F401
+        import forensics.sources.engine
+        import forensics.sources.gateway
     except ImportError:
         pytest.skip("loaders not available yet")
     path = tmp_path_factory.mktemp("sample") / "case.duckdb"

@@ -1,0 +1,519 @@
+-- leak_sources: whose data may have been exposed: requests whose decode finished shortly before an affected request's decode started on the same node.
+-- param $limit_tokens BIGINT: admission limit override for the over-limit tests (NULL: the limit of the exposed start in force)
+-- param $start TIMESTAMP: only affected requests at or after this UTC time; with $end, the window for suspected ones (NULL: derived)
+-- param $end TIMESTAMP: only affected requests before this UTC time (NULL: derived)
+-- param $node VARCHAR: only affected requests whose prefill or decode leg ran on this node (NULL: all)
+-- param $window_s BIGINT: look-back in seconds before the affected decode start (default 600)
+--
+-- For every affected request (affected_requests, confirmed or suspected) whose decode leg is known:
+-- each request whose decode 'Finish:' (or metrics record) was logged on the SAME decode node at t_f
+-- with t_r - $window_s <= t_f <= t_r, t_r being the affected request's decode 'Receive:' time. Its
+-- KV pages were freed shortly before and may be what the placeholder request decoded over.
+-- Sources are gateway-visible requests (matched by the x-request-id the decode node logged, or
+-- gateway id = decode rid; outermost layer's record); health checks, aborted decodes (front-end
+-- 400, transfer failures) and the affected request itself are not sources. same_tenant flags a
+-- source of the recipient's own tenant (kept: still a finding, not a cross-tenant one).
+-- gap_s = t_r - t_f in seconds. Ordered by affected request time, then source finish time.
+WITH RECURSIVE
+ev_bounds AS (
+    SELECT min(path) AS a, max(path) AS b FROM evidence_files
+),
+ev_common (n, cut) AS (
+    -- common prefix of the smallest and largest path (= that of all paths), up to its last
+    -- directory separator: references do not depend on where the evidence was ingested from
+    SELECT 0, 0 FROM ev_bounds WHERE a IS NOT NULL
+    UNION ALL
+    SELECT c.n + 1,
+           CASE WHEN substr(b.a, c.n + 1, 1) IN ('/', '\') THEN c.n + 1 ELSE c.cut END
+    FROM ev_common c CROSS JOIN ev_bounds b
+    WHERE c.n < length(b.a) AND substr(b.a, c.n + 1, 1) = substr(b.b, c.n + 1, 1)
+),
+ev_files AS (
+    SELECT f.file_id, substr(f.path, r.cut + 1) AS rel
+    FROM evidence_files f CROSS JOIN (SELECT max(cut) AS cut FROM ev_common) r
+),
+node_last AS (
+    SELECT node, max(last_ts) AS last_ts
+    FROM (
+        SELECT node, max(ts) AS last_ts FROM engine_requests GROUP BY node
+        UNION ALL SELECT node, max(ts) FROM engine_batches GROUP BY node
+        UNION ALL SELECT node, max(ts) FROM engine_rejections GROUP BY node
+        UNION ALL SELECT node, max(ts) FROM engine_events GROUP BY node
+        UNION ALL SELECT node, max(ts) FROM engine_http GROUP BY node
+        UNION ALL SELECT node, max(ts) FROM engine_other_lines GROUP BY node
+        UNION ALL SELECT node, max(COALESCE(ts_ready, ts_start)) FROM engine_starts GROUP BY node
+    ) t
+    GROUP BY node
+),
+periods AS (
+    SELECT s.*,
+           COALESCE(s.admission_limit,
+                    LEAST(s.context_len - 1, s.max_total_num_tokens - 1) - 5) AS limit_tokens,
+           LEAD(s.ts_start) OVER (PARTITION BY s.node ORDER BY s.ts_start, s.start_seq) AS next_start
+    FROM engine_starts s
+),
+judged AS (
+    SELECT p.*,
+           COALESCE(p.next_start, GREATEST(nl.last_ts, p.ts_start)) AS period_end,
+           p.next_start IS NULL AS period_open,
+           CASE
+               WHEN p.context_len IS NULL OR p.limit_tokens IS NULL THEN 'unknown'
+               WHEN COALESCE(p.role, 'unified') NOT IN ('prefill', 'unified') THEN 'ok'
+               WHEN p.limit_tokens < p.context_len - 6 THEN 'exposed'
+               ELSE 'ok'
+           END AS verdict
+    FROM periods p
+    LEFT JOIN node_last nl ON nl.node = p.node
+),
+exposed AS (
+    SELECT node, ts_start, next_start, period_end, period_open, limit_tokens
+    FROM judged
+    WHERE verdict = 'exposed'
+),
+fleet_limit AS (
+    SELECT COALESCE(CAST($limit_tokens AS BIGINT), min(limit_tokens)) AS lim FROM exposed
+),
+node_roles AS (
+    SELECT node, max(role) AS role FROM engine_starts GROUP BY node
+),
+rej AS (
+    SELECT node, rid, min(ts) AS ts, max(input_tokens) AS input_tokens,
+           max(limit_tokens) AS limit_tokens,
+           min(CAST(file_id AS BIGINT) * 10000000000 + line_no) AS ref
+    FROM engine_rejections
+    WHERE kind = 'input_length' AND rid IS NOT NULL
+    GROUP BY node, rid
+),
+gw AS (
+    SELECT g.request_id, g.header_request_id, g.tenant_id, g.ts_start, g.ts_end, g.status,
+           g.prompt_tokens, g.tokens_source, g.request_bytes, g.streamed, g.in_band_error,
+           g.layer, g.file_id, g.line_no,
+           CASE g.layer WHEN 'edge' THEN 1 WHEN 'router' THEN 3 ELSE 2 END AS layer_rank,
+           COALESCE(g.header_request_id, g.request_id) AS lid,
+           CAST(floor(EXTRACT(EPOCH FROM g.ts_start) / 30) AS BIGINT) AS bucket
+    FROM gateway_requests_unique g
+),
+-- candidates, found cheaply before anything is grouped: over-limit gateway records ...
+gw_over AS (
+    SELECT g.* FROM gw g CROSS JOIN fleet_limit f
+    WHERE g.status BETWEEN 200 AND 299 AND g.prompt_tokens >= f.lim
+),
+gw_over_ids AS (
+    SELECT request_id AS id FROM gw_over WHERE request_id IS NOT NULL
+    UNION SELECT header_request_id FROM gw_over WHERE header_request_id IS NOT NULL
+),
+-- ... and engine legs: rejected, 1-token prefills, over-limit prompts, or tied to such records
+cand_keys AS (
+    SELECT node, rid FROM rej
+    UNION
+    SELECT e.node, e.rid FROM engine_requests e
+    WHERE e.rid IS NOT NULL
+      AND ((e.kind IN ('finished', 'metrics') AND e.prompt_tokens = 1)
+           OR (e.kind = 'time_stats' AND e.input_len = 1))
+    UNION
+    SELECT e.node, e.rid FROM engine_requests e CROSS JOIN fleet_limit f
+    WHERE e.rid IS NOT NULL AND (e.prompt_tokens >= f.lim OR e.input_len >= f.lim)
+    UNION
+    SELECT e.node, e.rid FROM engine_requests e JOIN gw_over_ids i ON i.id = e.header_request_id
+    UNION
+    SELECT e.node, e.rid FROM engine_requests e JOIN gw_over_ids i ON i.id = e.rid
+    UNION
+    -- engine records near an over-limit gateway record, for the time-proximity match
+    SELECT e.node, e.rid
+    FROM (SELECT DISTINCT bucket FROM gw_over) b
+    CROSS JOIN (VALUES (-1), (0), (1)) o (k)
+    JOIN engine_requests e
+      ON e.kind = 'received'
+     AND CAST(floor(EXTRACT(EPOCH FROM e.ts) / 30) AS BIGINT) = b.bucket + o.k
+    WHERE e.rid IS NOT NULL
+),
+cand_rooms AS (
+    SELECT DISTINCT e.bootstrap_room
+    FROM engine_requests e JOIN cand_keys k ON k.node = e.node AND k.rid = e.rid
+    WHERE e.bootstrap_room IS NOT NULL AND e.bootstrap_room <> 0
+),
+eng AS (
+    SELECT r.node, r.rid, r.kind, r.ts, r.ts_inferred, r.bootstrap_host, r.bootstrap_room, r.stream,
+           r.header_request_id, r.prompt_tokens, r.input_len, r.finish_type, r.stats_type,
+           CAST(r.file_id AS BIGINT) * 10000000000 + r.line_no AS ref
+    FROM engine_requests r
+    WHERE r.rid IS NOT NULL
+      AND NOT COALESCE(r.is_health_check, false)
+      AND substr(r.rid, 1, 13) <> 'HEALTH_CHECK_'
+      AND COALESCE(r.bootstrap_room, -1) <> 0
+      AND COALESCE(r.bootstrap_host, '') <> '2.2.2.2'
+      AND (EXISTS (SELECT 1 FROM cand_keys k WHERE k.node = r.node AND k.rid = r.rid)
+           OR EXISTS (SELECT 1 FROM cand_rooms m WHERE m.bootstrap_room = r.bootstrap_room))
+),
+legs AS (
+    SELECT e.node, e.rid,
+           min(e.ts) AS ts_first,
+           min(CASE WHEN e.kind = 'received' THEN e.ts END) AS ts_received,
+           max(CASE WHEN e.kind = 'received' AND e.ts_inferred THEN 1 ELSE 0 END) = 1 AS received_inferred,
+           max(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.ts END) AS ts_finished,
+           max(e.bootstrap_room) AS bootstrap_room,
+           max(e.bootstrap_host) AS bootstrap_host,
+           max(e.header_request_id) AS header_request_id,
+           COALESCE(max(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.prompt_tokens END),
+                    max(CASE WHEN e.kind = 'time_stats' THEN e.input_len END)) AS tokens,
+           max(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.finish_type END) AS finish_type,
+           max(CASE WHEN e.stream THEN 1 ELSE 0 END) = 1 AS stream,
+           max(e.stats_type) AS stats_type,
+           min(CASE WHEN e.kind = 'received' THEN e.ref END) AS received_ref,
+           min(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.ref END) AS finished_ref
+    FROM eng e
+    GROUP BY e.node, e.rid
+),
+legs_r AS (
+    SELECT l.*, COALESCE(nr.role, l.stats_type, 'unknown') AS role
+    FROM legs l LEFT JOIN node_roles nr ON nr.node = l.node
+),
+pl AS (SELECT * FROM legs_r WHERE role = 'prefill'),
+dl AS (SELECT * FROM legs_r WHERE role = 'decode'),
+chains0 AS (
+    SELECT 'pd' AS engine_mode,
+           p.node AS prefill_node, p.rid AS prefill_rid, p.tokens AS prefill_tokens,
+           p.ts_first AS prefill_ts, p.received_ref AS prefill_received_ref,
+           p.finished_ref AS prefill_finished_ref,
+           d.node AS decode_node, d.rid AS decode_rid, d.tokens AS decode_tokens,
+           -- a decode Receive line without its own timestamp (0.5.8-0.5.11 request logs) got the
+           -- previous line's time: the router sent both legs at once, so the prefill Receive
+           -- (when later) is the better estimate of when the decode leg started
+           CASE WHEN d.received_inferred AND p.ts_received > d.ts_first THEN p.ts_received
+                ELSE d.ts_first END AS decode_ts, d.finish_type AS decode_finish_type,
+           d.received_ref AS decode_received_ref, d.finished_ref AS decode_finished_ref,
+           COALESCE(p.bootstrap_room, d.bootstrap_room) AS bootstrap_room,
+           COALESCE(d.header_request_id, p.header_request_id) AS header_request_id,
+           (COALESCE(d.stream, false) OR COALESCE(p.stream, false)) AS engine_stream
+    FROM pl p
+    FULL OUTER JOIN dl d
+      ON p.bootstrap_room = d.bootstrap_room
+     AND (p.bootstrap_host IS NULL OR d.bootstrap_host IS NULL OR p.bootstrap_host = d.bootstrap_host)
+    UNION ALL
+    -- unified (or unknown-role) nodes do prefill and decode in one process: the leg is both
+    SELECT CASE WHEN u.role = 'unified' THEN 'unified' ELSE 'unknown' END,
+           u.node, u.rid, u.tokens, u.ts_first, u.received_ref, u.finished_ref,
+           u.node, u.rid, u.tokens, u.ts_first, u.finish_type, u.received_ref, u.finished_ref,
+           u.bootstrap_room, u.header_request_id, u.stream
+    FROM legs_r u
+    WHERE u.role NOT IN ('prefill', 'decode')
+),
+chains AS (
+    SELECT c.*,
+           COALESCE(c.prefill_node || '|' || c.prefill_rid, '') || '>'
+               || COALESCE(c.decode_node || '|' || c.decode_rid, '') AS chain_key,
+           COALESCE(LEAST(c.prefill_ts, c.decode_ts), c.prefill_ts, c.decode_ts) AS ts_engine,
+           COALESCE(c.decode_tokens, c.prefill_tokens) AS engine_tokens,
+           CAST(floor(EXTRACT(EPOCH FROM COALESCE(LEAST(c.prefill_ts, c.decode_ts), c.prefill_ts, c.decode_ts)) / 30) AS BIGINT) AS bucket
+    FROM chains0 c
+),
+-- gateway records of the candidate chains: by shared id first ...
+chain_ids AS (
+    SELECT chain_key, ts_engine, header_request_id AS id, 1 AS prio FROM chains WHERE header_request_id IS NOT NULL
+    UNION ALL
+    SELECT chain_key, ts_engine, decode_rid, 2 FROM chains WHERE decode_rid IS NOT NULL
+    UNION ALL
+    SELECT chain_key, ts_engine, prefill_rid, 2 FROM chains
+    WHERE prefill_rid IS NOT NULL AND (decode_rid IS NULL OR prefill_rid <> decode_rid)
+),
+gw_ids AS (
+    SELECT file_id, line_no, ts_start, request_id AS id FROM gw WHERE request_id IS NOT NULL
+    UNION ALL
+    SELECT file_id, line_no, ts_start, header_request_id FROM gw
+    WHERE header_request_id IS NOT NULL AND (request_id IS NULL OR header_request_id <> request_id)
+),
+id_pairs AS (
+    SELECT g.file_id, g.line_no, c.chain_key, min(c.prio) AS prio,
+           min(abs(EXTRACT(EPOCH FROM c.ts_engine) - EXTRACT(EPOCH FROM g.ts_start))) AS dt
+    FROM gw_ids g JOIN chain_ids c ON c.id = g.id
+    GROUP BY g.file_id, g.line_no, c.chain_key
+),
+id_ranked AS (
+    SELECT m.*,
+           count(*) OVER (PARTITION BY m.file_id, m.line_no) AS n_cand,
+           ROW_NUMBER() OVER (PARTITION BY m.file_id, m.line_no ORDER BY m.prio, m.dt, m.chain_key) AS rn
+    FROM id_pairs m
+),
+-- ... then, for what shares no id, by time proximity and token similarity
+ch_free AS (
+    SELECT c.* FROM chains c
+    WHERE NOT EXISTS (SELECT 1 FROM id_pairs m WHERE m.chain_key = c.chain_key)
+),
+free_buckets AS (
+    SELECT DISTINCT c.bucket + o.k AS bucket
+    FROM ch_free c CROSS JOIN (VALUES (-1), (0), (1)) o (k)
+),
+gw_near AS (
+    SELECT g.*
+    FROM gw g
+    WHERE EXISTS (SELECT 1 FROM gw_over o WHERE o.file_id = g.file_id AND o.line_no = g.line_no)
+       OR EXISTS (SELECT 1 FROM free_buckets b WHERE b.bucket = g.bucket)
+),
+gw_near_ids AS (
+    SELECT file_id, line_no, request_id AS id FROM gw_near WHERE request_id IS NOT NULL
+    UNION ALL
+    SELECT file_id, line_no, header_request_id FROM gw_near WHERE header_request_id IS NOT NULL
+),
+gw_near_hit AS (
+    -- records whose id some engine request logged: they belong to that request, not to a neighbour
+    SELECT i.file_id, i.line_no FROM gw_near_ids i JOIN engine_requests e ON e.header_request_id = i.id
+    UNION
+    SELECT i.file_id, i.line_no FROM gw_near_ids i JOIN engine_requests e ON e.rid = i.id
+),
+gw_free AS (
+    SELECT g.* FROM gw_near g
+    WHERE NOT EXISTS (SELECT 1 FROM gw_near_hit h WHERE h.file_id = g.file_id AND h.line_no = g.line_no)
+),
+time_cand AS (
+    SELECT g.file_id, g.line_no, c.chain_key,
+           abs(EXTRACT(EPOCH FROM c.ts_engine) - EXTRACT(EPOCH FROM g.ts_start)) AS dt,
+           CASE WHEN g.prompt_tokens IS NOT NULL AND c.engine_tokens IS NOT NULL THEN 1 ELSE 0 END AS tok
+    FROM gw_free g
+    CROSS JOIN (VALUES (-1), (0), (1)) o (k)
+    JOIN ch_free c ON c.bucket = g.bucket + o.k
+    WHERE abs(EXTRACT(EPOCH FROM c.ts_engine) - EXTRACT(EPOCH FROM g.ts_start)) <= 30
+      AND (g.prompt_tokens IS NULL OR c.engine_tokens IS NULL
+           OR abs(g.prompt_tokens - c.engine_tokens) <= GREATEST(2, g.prompt_tokens / 100))
+      AND (g.request_bytes IS NULL OR c.engine_tokens IS NULL OR c.engine_tokens <= g.request_bytes)
+),
+time_ranked AS (
+    SELECT t.*,
+           count(*) OVER (PARTITION BY t.file_id, t.line_no) AS n_cand,
+           ROW_NUMBER() OVER (PARTITION BY t.file_id, t.line_no ORDER BY t.tok DESC, t.dt, t.chain_key) AS rn_g,
+           ROW_NUMBER() OVER (PARTITION BY t.chain_key ORDER BY t.tok DESC, t.dt, t.file_id, t.line_no) AS rn_c
+    FROM time_cand t
+),
+matches AS (
+    SELECT file_id, line_no, chain_key,
+           CASE WHEN prio = 1 THEN 'header_id' ELSE 'rid' END AS match_method
+    FROM id_ranked WHERE rn = 1
+    UNION ALL
+    SELECT file_id, line_no, chain_key, CASE WHEN tok = 1 THEN 'time_tokens' ELSE 'time' END
+    FROM time_ranked WHERE rn_g = 1 AND rn_c = 1
+),
+gw_cand AS (
+    SELECT g.* FROM gw g
+    WHERE EXISTS (SELECT 1 FROM matches m WHERE m.file_id = g.file_id AND m.line_no = g.line_no)
+       OR EXISTS (SELECT 1 FROM gw_over o WHERE o.file_id = g.file_id AND o.line_no = g.line_no)
+),
+gw_cand_top AS (
+    -- the same logical request logged by an outer layer: report the outermost layer's record
+    SELECT c.* FROM gw_cand c
+    WHERE NOT EXISTS (SELECT 1 FROM gw o WHERE o.lid = c.lid AND o.layer_rank < c.layer_rank)
+),
+matches_top AS (
+    SELECT m.*
+    FROM (
+        SELECT m.*, g.layer_rank,
+               min(g.layer_rank) OVER (PARTITION BY m.chain_key) AS best_rank
+        FROM matches m
+        JOIN gw_cand_top g ON g.file_id = m.file_id AND g.line_no = m.line_no
+    ) m
+    WHERE m.layer_rank = m.best_rank
+),
+rows0 AS (
+    SELECT m.file_id AS gw_file_id, m.line_no AS gw_line_no, m.chain_key, m.match_method
+    FROM matches_top m
+    UNION ALL
+    SELECT o.file_id, o.line_no, CAST(NULL AS VARCHAR), 'none'
+    FROM gw_over o
+    WHERE EXISTS (SELECT 1 FROM gw_cand_top t WHERE t.file_id = o.file_id AND t.line_no = o.line_no)
+      AND NOT EXISTS (SELECT 1 FROM matches m WHERE m.file_id = o.file_id AND m.line_no = o.line_no)
+    UNION ALL
+    SELECT CAST(NULL AS INTEGER), CAST(NULL AS BIGINT), c.chain_key, 'engine_only'
+    FROM chains c
+    WHERE NOT EXISTS (SELECT 1 FROM matches m WHERE m.chain_key = c.chain_key)
+),
+xfer AS (
+    SELECT bootstrap_room, min(kind) AS kind
+    FROM engine_events
+    WHERE kind IN ('prefill_transfer_failed', 'decode_transfer_failed', 'kvpoll_timeout',
+                   'bootstrap_failed', 'transfer_backend_error')
+      AND bootstrap_room IS NOT NULL AND bootstrap_room <> 0
+    GROUP BY bootstrap_room
+),
+joined AS (
+    SELECT r.gw_file_id, r.gw_line_no, r.chain_key, r.match_method,
+           g.request_id, g.header_request_id AS gw_header_request_id, g.tenant_id, g.ts_start,
+           g.status, g.streamed, g.in_band_error, g.prompt_tokens AS gateway_tokens, g.tokens_source,
+           c.engine_mode, c.bootstrap_room, c.header_request_id AS engine_header_request_id,
+           c.prefill_node, c.prefill_rid, c.prefill_tokens, c.prefill_ts,
+           c.prefill_received_ref, c.prefill_finished_ref,
+           c.decode_node, c.decode_rid, c.decode_tokens, c.decode_ts, c.decode_finish_type,
+           c.decode_received_ref, c.decode_finished_ref, c.engine_stream,
+           COALESCE(g.ts_start, c.ts_engine) AS ts,
+           rj.ts AS rej_ts, rj.input_tokens AS rej_tokens, rj.ref AS rej_ref,
+           x.kind AS transfer_failure
+    FROM rows0 r
+    LEFT JOIN gw g ON g.file_id = r.gw_file_id AND g.line_no = r.gw_line_no
+    LEFT JOIN chains c ON c.chain_key = r.chain_key
+    LEFT JOIN rej rj ON rj.node = c.prefill_node AND rj.rid = c.prefill_rid
+    LEFT JOIN xfer x ON x.bootstrap_room = c.bootstrap_room
+),
+judged_rows AS (
+    SELECT j.*,
+           pe.limit_tokens AS prefill_exposed_limit,
+           pe.node IS NOT NULL AS prefill_exposed,
+           fw.lim AS window_limit,
+           fw.n_periods IS NOT NULL AS in_derived_window,
+           (j.rej_ref IS NOT NULL
+            OR (j.engine_mode = 'pd' AND j.prefill_tokens = 1 AND j.decode_tokens > 1)) AS placeholder_path,
+           (j.engine_mode = 'pd' AND j.prefill_tokens = 1 AND j.decode_tokens > 1) AS placeholder_tokens
+    FROM joined j
+    LEFT JOIN exposed pe
+      ON pe.node = j.prefill_node
+     AND COALESCE(j.rej_ts, j.prefill_ts) >= pe.ts_start
+     AND (COALESCE(j.rej_ts, j.prefill_ts) < pe.next_start
+          OR (pe.next_start IS NULL AND COALESCE(j.rej_ts, j.prefill_ts) <= pe.period_end))
+    LEFT JOIN (
+        -- the fleet window: inside any exposed period of any node; its limit = the smallest there
+        SELECT j2.gw_file_id, j2.gw_line_no, j2.chain_key, min(e.limit_tokens) AS lim, count(*) AS n_periods
+        FROM joined j2
+        JOIN exposed e
+          ON j2.ts >= e.ts_start
+         AND (j2.ts < e.next_start OR (e.next_start IS NULL AND j2.ts <= e.period_end))
+        GROUP BY j2.gw_file_id, j2.gw_line_no, j2.chain_key
+    ) fw
+      ON fw.gw_file_id IS NOT DISTINCT FROM j.gw_file_id
+     AND fw.gw_line_no IS NOT DISTINCT FROM j.gw_line_no
+     AND fw.chain_key IS NOT DISTINCT FROM j.chain_key
+),
+classified AS (
+    SELECT r.*,
+           CASE
+               WHEN r.placeholder_path AND r.prefill_exposed
+                    AND r.in_band_error IS NULL AND r.transfer_failure IS NULL
+                    AND ((r.gw_file_id IS NOT NULL AND r.status BETWEEN 200 AND 299)
+                         OR (r.gw_file_id IS NULL AND r.decode_finish_type IS NOT NULL
+                             AND r.decode_finish_type <> 'abort'))
+                   THEN 'confirmed'
+               WHEN NOT r.placeholder_path
+                    AND r.gw_file_id IS NOT NULL AND r.status BETWEEN 200 AND 299
+                    AND r.in_band_error IS NULL AND r.transfer_failure IS NULL
+                    AND COALESCE(r.decode_finish_type, '') <> 'abort'
+                    -- a prefill record that ran the full prompt, or ran on a node not exposed at
+                    -- that time, clears the request
+                    AND NOT (r.prefill_rid IS NOT NULL
+                             AND (r.prefill_tokens > 1 OR NOT r.prefill_exposed))
+                    AND COALESCE(r.gateway_tokens, r.decode_tokens)
+                        >= COALESCE(CAST($limit_tokens AS BIGINT), r.prefill_exposed_limit, r.window_limit)
+                    AND (($start IS NOT NULL AND $end IS NOT NULL) OR r.in_derived_window)
+                   THEN 'suspected'
+           END AS confidence,
+           COALESCE(CAST($limit_tokens AS BIGINT), r.prefill_exposed_limit, r.window_limit) AS admission_limit
+    FROM judged_rows r
+),
+affected AS (
+    SELECT c.*,
+           CASE WHEN c.confidence = 'confirmed'
+                THEN COALESCE(c.rej_tokens, CASE WHEN c.decode_tokens > 1 THEN c.decode_tokens END,
+                              c.gateway_tokens)
+                ELSE COALESCE(c.gateway_tokens, c.decode_tokens) END AS prompt_tokens
+    FROM classified c
+    WHERE c.confidence IS NOT NULL
+      AND ($start IS NULL OR c.ts >= $start)
+      AND ($end IS NULL OR c.ts < $end)
+      AND ($node IS NULL OR c.prefill_node = $node OR c.decode_node = $node)
+),
+victims AS (
+    SELECT a.request_id, a.tenant_id, a.confidence, a.ts, a.decode_node, a.decode_rid,
+           a.decode_ts, CAST(floor(EXTRACT(EPOCH FROM a.decode_ts) / 60) AS BIGINT) AS bucket,
+           a.decode_received_ref
+    FROM affected a
+    WHERE a.decode_node IS NOT NULL AND a.decode_ts IS NOT NULL
+),
+offs (k) AS (
+    SELECT 0
+    UNION ALL
+    -- 15 extra minutes: a finish line without its own timestamp carries an earlier line's time
+    SELECT k + 1 FROM offs WHERE k <= CAST($window_s AS BIGINT) / 60 + 16
+),
+victim_buckets AS (
+    SELECT DISTINCT v.decode_node AS node, v.bucket - o.k AS bucket
+    FROM victims v CROSS JOIN offs o
+),
+src_finish AS (
+    SELECT e.node, e.rid, min(e.ts) AS ts_finished,
+           max(CASE WHEN e.ts_inferred THEN 1 ELSE 0 END) = 1 AS inferred,
+           min(CAST(e.file_id AS BIGINT) * 10000000000 + e.line_no) AS ref
+    FROM engine_requests e
+    JOIN victim_buckets b
+      ON b.node = e.node AND b.bucket = CAST(floor(EXTRACT(EPOCH FROM e.ts) / 60) AS BIGINT)
+    WHERE e.kind IN ('finished', 'metrics')
+      AND e.rid IS NOT NULL
+      AND NOT COALESCE(e.is_health_check, false)
+      AND substr(e.rid, 1, 13) <> 'HEALTH_CHECK_'
+      AND COALESCE(e.bootstrap_room, -1) <> 0
+      AND COALESCE(e.bootstrap_host, '') <> '2.2.2.2'
+    GROUP BY e.node, e.rid
+    HAVING max(CASE WHEN e.finish_type = 'abort' THEN 1 ELSE 0 END) = 0
+),
+src_legs AS (
+    SELECT f.node, f.rid, f.ts_finished, f.inferred, f.ref, max(e.header_request_id) AS header_request_id
+    FROM src_finish f
+    JOIN engine_requests e ON e.node = f.node AND e.rid = f.rid
+    GROUP BY f.node, f.rid, f.ts_finished, f.inferred, f.ref
+),
+src_ids AS (
+    SELECT node, rid, header_request_id AS id, 1 AS prio FROM src_legs WHERE header_request_id IS NOT NULL
+    UNION ALL
+    SELECT node, rid, rid, 2 FROM src_legs
+),
+src_gw AS (
+    SELECT s.node, s.rid, g.request_id, g.header_request_id, g.tenant_id, g.layer,
+           g.file_id, g.line_no, g.ts_end,
+           ROW_NUMBER() OVER (PARTITION BY s.node, s.rid
+                              ORDER BY g.layer_rank, s.prio, g.ts_start, g.file_id, g.line_no) AS rn
+    FROM src_ids s
+    JOIN gw g ON g.request_id = s.id OR g.header_request_id = s.id
+),
+src AS (
+    -- a finish line whose time was inferred (no timestamp of its own) happened at or after that
+    -- time: the client's response end (gateway ts_end) is then the better estimate
+    SELECT l.*, g.request_id, g.header_request_id AS gw_header_request_id, g.tenant_id, g.layer,
+           g.file_id AS gw_file, g.line_no AS gw_line,
+           CASE WHEN l.inferred AND g.ts_end > l.ts_finished THEN g.ts_end ELSE l.ts_finished END AS ts_finished_est
+    FROM src_legs l
+    JOIN src_gw g ON g.node = l.node AND g.rid = l.rid AND g.rn = 1
+),
+pairs AS (
+    SELECT v.*, l.rid AS source_decode_rid, l.ts_finished_est AS source_finished_ts,
+           l.inferred AS source_finish_inferred, l.ref AS source_ref,
+           l.request_id AS source_request_id, l.gw_header_request_id AS source_header_request_id,
+           l.tenant_id AS source_tenant_id, l.layer AS source_layer,
+           l.gw_file AS source_gw_file, l.gw_line AS source_gw_line
+    FROM victims v
+    JOIN src l
+      ON l.node = v.decode_node
+     AND EXTRACT(EPOCH FROM l.ts_finished_est) >= EXTRACT(EPOCH FROM v.decode_ts) - $window_s
+     AND l.ts_finished <= v.decode_ts
+     AND l.rid <> COALESCE(v.decode_rid, '')
+     -- lines of one file are in time order: a finish logged after the Receive line came later
+     AND NOT (l.ref - l.ref % 10000000000 = v.decode_received_ref - v.decode_received_ref % 10000000000
+              AND l.ref > v.decode_received_ref)
+)
+SELECT
+    p.request_id,
+    p.tenant_id,
+    p.confidence,
+    p.decode_node,
+    p.decode_ts AS decode_start_ts,
+    p.source_request_id,
+    p.source_header_request_id,
+    p.source_tenant_id,
+    p.source_layer,
+    p.source_decode_rid,
+    p.source_finished_ts,
+    p.source_finish_inferred,
+    EXTRACT(EPOCH FROM p.decode_ts) - EXTRACT(EPOCH FROM p.source_finished_ts) AS gap_s,
+    p.source_tenant_id IS NOT DISTINCT FROM p.tenant_id AS same_tenant,
+    EXISTS (SELECT 1 FROM affected a WHERE a.request_id = p.source_request_id) AS source_is_affected,
+    concat_ws('; ',
+        'gateway=' || COALESCE(eg.rel, 'file' || CAST(p.source_gw_file AS VARCHAR)) || ':' || CAST(p.source_gw_line AS VARCHAR),
+        'decode_finish=' || COALESCE(ed.rel, 'file' || CAST(CAST((p.source_ref - p.source_ref % 10000000000) / 10000000000 AS INTEGER) AS VARCHAR))
+            || ':' || CAST(p.source_ref % 10000000000 AS VARCHAR)
+    ) AS source_evidence
+FROM pairs p
+LEFT JOIN ev_files eg ON eg.file_id = p.source_gw_file
+LEFT JOIN ev_files ed ON ed.file_id = CAST((p.source_ref - p.source_ref % 10000000000) / 10000000000 AS INTEGER)
+ORDER BY p.ts, p.request_id, p.source_finished_ts, p.source_request_id, p.source_decode_rid

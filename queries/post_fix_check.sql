@@ -1,0 +1,145 @@
+-- post_fix_check: is it over? node configurations now, placeholder 2xx after each fix, integrity lines.
+-- param $node VARCHAR: only this node's rows (NULL: all; fleet-wide rows are always shown)
+--
+-- One row per check (and node), result pass | fail | warn | info:
+--   node_config               per node, its latest start: fail while still exposed (pool < context
+--                             on a prefill-capable node), else pass; detail says when it was fixed
+--   placeholder_after_fix     per node that was exposed and restarted: scheduler input_length
+--                             rejections (the placeholder path) logged after its fixing restart;
+--                             fail if any of them answered 2xx (gateway) or finished a decode
+--   margin_rejections         per node never exposed at the time: placeholder-path rejections
+--                             inside ok periods (prompts in the 6-token scheduler margin); warn
+--   long_prompts_after_fix    per fixed node: prefill legs with prompts >= its old admission limit
+--                             served with the full prompt after the fix (info: the fix works)
+--   integrity_events          fleet: KV checksum mismatch / context-corruption lines; fail if any
+--   kv_verification           fleet: kv_verified lines, or checksum/canary enabled at the latest
+--                             starts; warn when neither (enable --disaggregation-enable-kv-checksum
+--                             / --kv-canary where supported)
+WITH
+node_last AS (
+    SELECT node, max(last_ts) AS last_ts
+    FROM (
+        SELECT node, max(ts) AS last_ts FROM engine_requests GROUP BY node
+        UNION ALL SELECT node, max(ts) FROM engine_batches GROUP BY node
+        UNION ALL SELECT node, max(ts) FROM engine_rejections GROUP BY node
+        UNION ALL SELECT node, max(ts) FROM engine_events GROUP BY node
+        UNION ALL SELECT node, max(ts) FROM engine_http GROUP BY node
+        UNION ALL SELECT node, max(ts) FROM engine_other_lines GROUP BY node
+        UNION ALL SELECT node, max(COALESCE(ts_ready, ts_start)) FROM engine_starts GROUP BY node
+    ) t
+    GROUP BY node
+),
+periods AS (
+    SELECT s.*,
+           COALESCE(s.admission_limit,
+                    LEAST(s.context_len - 1, s.max_total_num_tokens - 1) - 5) AS limit_tokens,
+           LEAD(s.ts_start) OVER (PARTITION BY s.node ORDER BY s.ts_start, s.start_seq) AS next_start
+    FROM engine_starts s
+),
+judged AS (
+    SELECT p.*,
+           COALESCE(p.next_start, GREATEST(nl.last_ts, p.ts_start)) AS period_end,
+           p.next_start IS NULL AS period_open,
+           CASE
+               WHEN p.context_len IS NULL OR p.limit_tokens IS NULL THEN 'unknown'
+               WHEN COALESCE(p.role, 'unified') NOT IN ('prefill', 'unified') THEN 'ok'
+               WHEN p.limit_tokens < p.context_len - 6 THEN 'exposed'
+               ELSE 'ok'
+           END AS verdict
+    FROM periods p
+    LEFT JOIN node_last nl ON nl.node = p.node
+),
+latest AS (
+    SELECT j.* FROM judged j WHERE j.next_start IS NULL
+),
+last_exposed AS (
+    SELECT node, max(ts_start) AS ts_start, min(limit_tokens) AS old_limit
+    FROM judged WHERE verdict = 'exposed' GROUP BY node
+),
+fixes AS (
+    -- the first start after a node's last exposed start: its fixing restart
+    SELECT l.node, l.old_limit, min(j.ts_start) AS fixed_at
+    FROM last_exposed l
+    JOIN judged j ON j.node = l.node AND j.ts_start > l.ts_start
+    GROUP BY l.node, l.old_limit
+),
+rej AS (
+    SELECT r.node, r.rid, r.ts, r.input_tokens FROM engine_rejections r
+    WHERE r.kind = 'input_length'
+),
+rej_outcome AS (
+    -- how did a rejected request end? the decode leg (same bootstrap_room) and the gateway record
+    SELECT r.node, r.rid, r.ts,
+           max(CASE WHEN d.finish_type IS NOT NULL AND d.finish_type <> 'abort' THEN 1 ELSE 0 END) AS decode_ok,
+           max(CASE WHEN g.status BETWEEN 200 AND 299 THEN 1 ELSE 0 END) AS gw_2xx
+    FROM rej r
+    LEFT JOIN engine_requests p ON p.node = r.node AND p.rid = r.rid AND p.bootstrap_room IS NOT NULL
+    LEFT JOIN engine_requests d
+      ON d.bootstrap_room = p.bootstrap_room AND d.node <> r.node AND d.kind IN ('finished', 'metrics')
+    LEFT JOIN engine_requests h
+      ON h.bootstrap_room = p.bootstrap_room AND h.header_request_id IS NOT NULL
+    LEFT JOIN gateway_requests_unique g
+      ON g.header_request_id = h.header_request_id OR g.request_id = d.rid OR g.request_id = r.rid
+    GROUP BY r.node, r.rid, r.ts
+),
+checks AS (
+    SELECT 1 AS ord, 'node_config' AS "check", l.node,
+           CASE WHEN l.verdict = 'exposed' THEN 'fail' WHEN l.verdict = 'unknown' THEN 'warn' ELSE 'pass' END AS result,
+           CAST(NULL AS BIGINT) AS n, l.ts_start AS first_ts, l.period_end AS last_ts,
+           'latest start #' || CAST(l.start_seq AS VARCHAR) || ' (' || COALESCE(l.role, 'role unknown')
+               || '): pool ' || COALESCE(CAST(l.max_total_num_tokens AS VARCHAR), '?')
+               || ', context ' || COALESCE(CAST(l.context_len AS VARCHAR), '?')
+               || ', admission limit ' || COALESCE(CAST(l.limit_tokens AS VARCHAR), '?')
+               || CASE WHEN f.fixed_at IS NOT NULL AND l.verdict <> 'exposed'
+                       THEN '; exposed until the restart at ' || CAST(f.fixed_at AS VARCHAR) ELSE '' END
+               || CASE WHEN l.verdict = 'exposed' THEN '; STILL EXPOSED: lower the context length or enlarge the pool' ELSE '' END
+               AS detail
+    FROM latest l LEFT JOIN fixes f ON f.node = l.node
+    UNION ALL
+    SELECT 2, 'placeholder_after_fix', f.node,
+           CASE WHEN SUM(CASE WHEN o.gw_2xx = 1 OR o.decode_ok = 1 THEN 1 ELSE 0 END) > 0 THEN 'fail' ELSE 'pass' END,
+           count(o.rid), min(o.ts), max(o.ts),
+           CAST(count(o.rid) AS VARCHAR) || ' placeholder-path rejection(s) after the fix at '
+               || CAST(f.fixed_at AS VARCHAR) || ', '
+               || CAST(COALESCE(SUM(CASE WHEN o.gw_2xx = 1 OR o.decode_ok = 1 THEN 1 ELSE 0 END), 0) AS VARCHAR)
+               || ' answered 2xx or decoded'
+    FROM fixes f
+    LEFT JOIN rej_outcome o ON o.node = f.node AND o.ts >= f.fixed_at
+    GROUP BY f.node, f.fixed_at
+    UNION ALL
+    SELECT 3, 'margin_rejections', j.node, 'warn', count(*), min(r.ts), max(r.ts),
+           CAST(count(*) AS VARCHAR) || ' placeholder-path rejection(s) while the node was not exposed'
+               || ' (prompts within the scheduler margin below context_len)'
+    FROM judged j
+    JOIN rej r ON r.node = j.node AND r.ts >= j.ts_start AND (j.next_start IS NULL OR r.ts < j.next_start)
+    WHERE j.verdict = 'ok'
+    GROUP BY j.node
+    UNION ALL
+    SELECT 4, 'long_prompts_after_fix', f.node, 'info', count(e.rid), min(e.ts), max(e.ts),
+           CAST(count(e.rid) AS VARCHAR) || ' prompt(s) of >= ' || CAST(f.old_limit AS VARCHAR)
+               || ' tokens (the old admission limit) prefilled in full after the fix'
+    FROM fixes f
+    LEFT JOIN engine_requests e
+      ON e.node = f.node AND e.ts >= f.fixed_at AND e.kind IN ('finished', 'metrics')
+     AND e.prompt_tokens >= f.old_limit
+    GROUP BY f.node, f.old_limit
+    UNION ALL
+    SELECT 5, 'integrity_events', CAST(NULL AS VARCHAR),
+           CASE WHEN count(*) > 0 THEN 'fail' ELSE 'pass' END, count(*), min(ts), max(ts),
+           CAST(count(*) AS VARCHAR) || ' KV checksum mismatch / context corruption line(s)'
+    FROM engine_events
+    WHERE kind IN ('kv_checksum_mismatch', 'context_corruption')
+    UNION ALL
+    SELECT 6, 'kv_verification', CAST(NULL AS VARCHAR),
+           CASE WHEN v.n > 0 THEN 'pass' ELSE 'warn' END, v.n, v.first_ts, v.last_ts,
+           CASE WHEN v.n > 0 THEN CAST(v.n AS VARCHAR) || ' KV verification line(s): requests are being verified'
+                WHEN s.n_enabled > 0 THEN 'checksum/canary enabled on ' || CAST(s.n_enabled AS VARCHAR)
+                     || ' node(s) but no verification line logged'
+                ELSE 'no KV checksum/canary: enable --disaggregation-enable-kv-checksum / --kv-canary where supported' END
+    FROM (SELECT count(*) AS n, min(ts) AS first_ts, max(ts) AS last_ts FROM engine_events WHERE kind = 'kv_verified') v
+    CROSS JOIN (SELECT SUM(CASE WHEN kv_checksum_enabled THEN 1 ELSE 0 END) AS n_enabled FROM latest) s
+)
+SELECT "check", node, result, n, first_ts, last_ts, detail
+FROM checks
+WHERE $node IS NULL OR node IS NULL OR node = $node
+ORDER BY ord, node
