@@ -309,7 +309,7 @@ def run_scale(suite: Suite, label: str, requests: int) -> None:
                     rec = run_child(spec(step, group=g.name, raw_bytes=g.raw_bytes), opts.timeout_s)
                     _record(suite, label, f"{step}:{g.name}", run, rec)
         if "engine" in groups:
-            for step in ("toolkit_engine", "bare_engine"):
+            for step in ("toolkit_engine", "bare_engine", "scan_engine"):
                 rec = run_child(spec(step, group="engine", raw_bytes=manifest.engine.raw_bytes), opts.timeout_s)
                 _record(suite, label, step, run, rec)
         case_ok = built

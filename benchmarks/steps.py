@@ -285,22 +285,36 @@ def step_bare_gateway(spec: dict[str, Any]) -> Body:
     return body
 
 
+_LINES = (
+    "read_csv($files, columns = {'line': 'VARCHAR'}, delim = chr(0), quote = '', escape = '', "
+    "header = false, auto_detect = false, ignore_errors = true, filename = true)"
+)
+
+
 def step_bare_engine(spec: dict[str, Any]) -> Body:
-    """Every engine/router log line into one VARCHAR column (no parsing): the I/O limit."""
+    """Every engine/router line into one VARCHAR column of a DuckDB file (no parsing)."""
     group = _group(spec)
     path = _fresh(Path(spec["work_dir"]) / "bare-engine.duckdb")
     con = _bare_connection(path)
-    sql = (
-        "CREATE TABLE t AS SELECT * FROM read_csv($files, columns = {'line': 'VARCHAR'}, "
-        "delim = chr(0), quote = '', escape = '', header = false, auto_detect = false, "
-        "ignore_errors = true, filename = true)"
-    )
 
     def body() -> Outcome:
-        con.execute(sql, {"files": group.files})
+        con.execute(f"CREATE TABLE t AS SELECT * FROM {_LINES}", {"files": group.files})
         con.execute("CHECKPOINT")
         n = con.execute("SELECT count(*) FROM t").fetchone()[0]
         return Outcome(rows=int(n), bytes=spec["params"].get("raw_bytes", 0), rows_out=int(n))
+
+    return body
+
+
+def step_scan_engine(spec: dict[str, Any]) -> Body:
+    """Read every engine/router line with DuckDB and touch its bytes, storing nothing: the read limit."""
+    group = _group(spec)
+    path = _fresh(Path(spec["work_dir"]) / "scan-engine.duckdb")
+    con = _bare_connection(path)
+
+    def body() -> Outcome:
+        row = con.execute(f"SELECT count(*), sum(length(line)) FROM {_LINES}", {"files": group.files}).fetchone()
+        return Outcome(rows=int(row[0]), bytes=spec["params"].get("raw_bytes", 0), rows_out=0)
 
     return body
 
@@ -349,6 +363,7 @@ STEPS: dict[str, Callable[[dict[str, Any]], Body]] = {
     "bare_gateway": step_bare_gateway,
     "toolkit_engine": step_toolkit_engine,
     "bare_engine": step_bare_engine,
+    "scan_engine": step_scan_engine,
     "toolkit_e2e": step_toolkit_e2e,
     "analysis": step_analysis,
     "pandas_e2e": step_pandas_e2e,
