@@ -90,7 +90,10 @@ def generate(path: Path, n_lines: int, seed: int = 7) -> dict[str, int]:
             r = rnd.random()
             if r < 0.70:
                 kind = "decode"
-                line = (f"[{t} DP{n % 4} TP{n % 4} EP{n % 4}] Decode batch, #running-req: {n % 64}, "
+                # The shape SGLang's own parser matches (Ray actor prefix, DP/TP tags, '[iter]',
+                # trailing separator), so the polars reference parses every decode line.
+                line = (f"(SGLangEngine pid={30000 + n % 8}, ip=10.0.0.{n % 4}) [{t} DP{n % 4} TP{n % 4}] "
+                        f"Decode batch [{n}], #running-req: {n % 64}, "
                         f"#token: {n % 900000}, token usage: 0.{n % 90:02d}, cuda graph: True, "
                         f"gen throughput (token/s): {n % 5000}.{n % 97:02d}, #queue-req: {n % 7}, \n")
             elif r < 0.85:
@@ -175,10 +178,7 @@ def run_benchmark(n_lines: int = 5_000_000, workdir: Path | None = None) -> dict
     work = workdir or Path(tempfile.mkdtemp(prefix="bench-engine-"))
     work.mkdir(parents=True, exist_ok=True)
     mixed = work / f"mixed-{n_lines}.log"
-    if not mixed.exists():
-        counts = generate(mixed, n_lines)
-    else:
-        counts = {}
+    counts = generate(mixed, n_lines) if not mixed.exists() else {}
     decode = work / f"decode-only-{n_lines}.log"
     if not decode.exists():
         with open(mixed, encoding="utf-8") as src, open(decode, "w", encoding="utf-8") as dst:

@@ -161,21 +161,28 @@ WITH a AS (
            CASE WHEN contains(line, chr(27)) THEN regexp_replace(line, '\x1b\[[0-9;?]*[A-Za-z]', '', 'g')
                 ELSE line END AS line
     FROM _eng_raw
-), b AS (
-    -- Fast path for the common engine prefix '[YYYY-MM-DD HH:MM:SS...] ' (string functions only);
-    -- everything else (collector, Ray, router, unprefixed lines) goes through the full regex.
+), b0 AS (
+    -- Fast path for the common engine prefix '[YYYY-MM-DD HH:MM:SS...] ' (string functions only),
+    -- also behind a Ray actor prefix '(Name pid=N, ip=...) '; everything else (collector columns,
+    -- router lines, unprefixed lines) goes through the full regex.
     SELECT line_no, line,
-           starts_with(line, '[') AND substr(line, 21, 1) IN (']', ' ', '.', ',')
-               AND try_cast(substr(line, 2, 19) AS TIMESTAMP) IS NOT NULL AS fp
+           CASE WHEN starts_with(line, '[') THEN 1
+                WHEN starts_with(line, '(') AND contains(left(line, 120), ') [') THEN strpos(line, ') [') + 2
+                ELSE 0 END AS o
     FROM a
+), b AS (
+    SELECT line_no, line, o,
+           o > 0 AND substr(line, o + 20, 1) IN (']', ' ', '.', ',')
+               AND try_cast(substr(line, o + 1, 19) AS TIMESTAMP) IS NOT NULL AS fp
+    FROM b0
 ), c AS (
-    SELECT line_no, line, fp,
-           CASE WHEN fp THEN strpos(left(line, 200), ']') END AS close,
+    SELECT line_no, line, fp, o,
+           CASE WHEN fp THEN o - 1 + strpos(substr(line, o, 200), ']') END AS close,
            CASE WHEN NOT fp THEN regexp_extract(left(line, 256), '__PREFIX__', __GROUPS__) END AS p
     FROM b
 ), d AS (
-    SELECT line_no, line, fp, close, p,
-           CASE WHEN fp THEN substr(line, 21, close - 21) END AS rk
+    SELECT line_no, line, fp, close, p, o,
+           CASE WHEN fp THEN substr(line, o + 20, close - o - 20) END AS rk
     FROM c
 ), e AS (
     SELECT line_no, line,
@@ -183,7 +190,7 @@ WITH a AS (
                 ELSE p.pre END AS pre,
            CASE WHEN fp THEN '' ELSE p.cms END AS cms,
            CASE WHEN fp THEN '' ELSE p.ciso END AS ciso,
-           CASE WHEN fp THEN substr(line, 2, 19) ELSE p.ets END AS ets,
+           CASE WHEN fp THEN substr(line, o + 1, 19) ELSE p.ets END AS ets,
            CASE WHEN fp THEN (CASE WHEN substr(rk, 1, 1) IN ('.', ',') THEN split_part(substr(rk, 2), ' ', 1) ELSE '' END)
                 ELSE p.ems END AS ems,
            CASE WHEN fp THEN (CASE WHEN substr(rk, 1, 1) IN ('.', ',')
