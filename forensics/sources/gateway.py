@@ -55,6 +55,7 @@ from forensics.sources.files import (
     progress_bar,
     register_file,
     sha256_file,
+    store_rejected,
 )
 from forensics.sources.gateway_presets import (
     COLUMN_KIND,
@@ -78,9 +79,6 @@ KNOWN_OPTIONS = {
     "tenant_key": "cloudflare-ai-gateway: the key inside metadata that holds the tenant",
     "tenant_attribute": "otel: the span or resource attribute that holds the tenant",
 }
-
-#: Marker of a rejected line while a file's transaction is open (moved out before commit).
-_REJECT = "!rejected"
 
 #: Rows sampled per file for detection and the required-field check.
 SAMPLE_RECORDS = 200
@@ -586,116 +584,120 @@ CANONICAL_INSERT_COLUMNS = (
 )
 
 
-def build_insert_sql(plan: FilePlan, *, read_path: str, comp: str, rejects: str, file_id: int, tz: str) -> str:
-    """The one ``INSERT ... SELECT`` that loads a file (good rows and marked rejected rows).
+def _records_sql(plan: FilePlan, src: str, tz: str) -> str:
+    """SQL of the parsed records: rn, line, keep, raw_start, raw_end, dur_us and c_<column>s.
 
-    Rejected lines are written with ``layer = '!rejected'``, the raw line in ``ts_raw`` and the
-    reason in ``in_band_error``, then moved to ``rejected_lines`` inside the same transaction:
-    this keeps the load to a single pass over the (possibly compressed) source.
+    ``f`` (all fields of a record, one JSON parse per line) is referenced only by plain column
+    expressions here, so DuckDB evaluates it once per row.
     """
     spec = plan.spec
-    tz = spec.tz or tz
     fields = spec.all_fields()
     idx = {f: i + 1 for i, f in enumerate(fields)}
     paths = "[" + ", ".join(_lit(json_path(f)) for f in fields) + "]"
-    src = _source_sql(plan, read_path, comp, rejects)
-    text = plan.sniff.container == "text" or spec.line_regex is not None
-    if text:
+    if plan.sniff.container == "text" or spec.line_regex is not None:
         pattern = spec.line_regex or ""
         py = re.compile(pattern)
         names = {i: n for n, i in py.groupindex.items()}
         group_names = [names.get(i, f"_g{i}") for i in range(1, py.groups + 1)]
         rec = (f"CASE WHEN regexp_matches(line, {_lit(pattern)}) THEN "
-               f"CAST(to_json(regexp_extract(line, {_lit(pattern)}, [{', '.join(_lit(n) for n in group_names)}])) AS VARCHAR) END")
-        parse_fail = (
-            "'not a router request line'" if spec.name == "smg-router"
-            else f"'line does not match line_regex of {spec.name}'"
-        )
+               f"CAST(to_json(regexp_extract(line, {_lit(pattern)}, "
+               f"[{', '.join(_lit(n) for n in group_names)}])) AS VARCHAR) END")
     else:
         rec = "line"
-        parse_fail = ("CASE WHEN json_valid(line) THEN 'not a JSON object' "
-                      "ELSE 'invalid JSON' END")
-
     cols = spec.columns
-    vals: dict[str, str] = {}
-    for name, col in cols.items():
-        vals[name] = _value_sql(col, idx)
-
-    start = cols.get("ts_start")
-    end = cols.get("ts_end")
+    vals = {name: _value_sql(col, idx) for name, col in cols.items()}
     dur = cols.get("duration")
-    raw_start = vals.get("ts_start", "NULL::VARCHAR")
-    raw_end = vals.get("ts_end", "NULL::VARCHAR")
-    raw_dur = vals.get("duration", "NULL::VARCHAR")
-    dur_unit = (dur.unit if dur and dur.unit else "ms")
-    ts_fields = ", ".join(dict.fromkeys([*(start.fields if start else ()), *(end.fields if end else ())]))
-
-    select_vals = ",\n            ".join(
-        f"{_typed(COLUMN_KIND[n], v, cols[n].sql is not None)} AS c_{n}"
+    dur_unit = dur.unit if dur and dur.unit else "ms"
+    typed = "".join(
+        f",\n        {_typed(COLUMN_KIND[n], v, cols[n].sql is not None)} AS c_{n}"
         for n, v in vals.items() if n not in ("ts_start", "ts_end", "duration")
     )
     keep = "true"
     if spec.keep_sql:
         keep = re.sub(r"\{f:([^}]+)\}", lambda m: f"f[{idx[m.group(1)]}]", spec.keep_sql)
+    return f"""
+    SELECT rn, line, f, coalesce({keep}, false) AS keep,
+        {vals.get("ts_start", "NULL::VARCHAR")} AS raw_start,
+        {vals.get("ts_end", "NULL::VARCHAR")} AS raw_end,
+        CAST(TRY_CAST({vals.get("duration", "NULL::VARCHAR")} AS DOUBLE) * gw_us_factor({_lit(dur_unit)}) AS BIGINT) AS dur_us{typed}
+    FROM (
+        SELECT rn, line, try(json_extract_string({rec}, {paths})) AS f
+        FROM (SELECT rn, CAST(line AS VARCHAR) AS line FROM ({src}))
+    )"""
+
+
+def build_insert_sql(
+    plan: FilePlan, *, read_path: str, comp: str, rejects: str, file_id: int, tz: str, source: str | None = None
+) -> str:
+    """The one ``INSERT ... SELECT`` that loads a file (good rows and rejected lines alike).
+
+    A line that cannot be loaded is written with ``ts_start = NULL`` (every loaded row has one)
+    and the raw line in ``in_band_error``; before the file's transaction commits it is moved to
+    ``rejected_lines`` with its reason (:func:`reasons_sql`). This keeps the load to a single pass
+    over the (possibly compressed) source.
+    """
+    spec = plan.spec
+    tz = spec.tz or tz
+    src = source or _source_sql(plan, read_path, comp, rejects)
+    cols = spec.columns
+    start, end = cols.get("ts_start"), cols.get("ts_end")
 
     def ts_of(x: str, col: Col | None) -> str:
         return ts_sql(x, tz, col.unit if col else None, col.format if col else None)
 
-    # the start's raw value decides precision and zone; when only the end is logged, the end's
-    prec = (f"CASE WHEN raw_start IS NOT NULL THEN {precision_sql('raw_start', start.unit if start else None, start.format if start else None)} "
-            f"ELSE {precision_sql('raw_end', end.unit if end else None, end.format if end else None)} END")
-    zone_assumed = (f"CASE WHEN {zoneless_sql('coalesce(raw_start, raw_end)')} "
-                    f"AND {'false' if (start and start.format and '%z' in start.format) else 'true'} THEN {_lit(tz)} END")
+    def out(n: str) -> str:
+        return f"c_{n}" if n in cols else "NULL"
 
-    opt = [n for n in ("request_id", "header_request_id", "tenant_id", "model", "method", "path", "status",
-                       "prompt_tokens", "completion_tokens", "request_bytes", "response_bytes",
-                       "streamed", "in_band_error", "upstream")]
-    out_cols = {n: (f"c_{n}" if n in vals else "NULL") for n in opt}
+    prec = (f"CASE WHEN raw_start IS NOT NULL THEN "
+            f"{precision_sql('raw_start', start.unit if start else None, start.format if start else None)} "
+            f"ELSE {precision_sql('raw_end', end.unit if end else None, end.format if end else None)} END")
+    fmt = (start.format if start else None) or (end.format if end else None) or ""
+    zone_assumed = (f"CASE WHEN {zoneless_sql('coalesce(raw_start, raw_end)')} "
+                    f"{'AND false' if '%z' in fmt.lower() else ''} THEN {_lit(tz)} END")
     tokens = "NULL"
-    if "prompt_tokens" in vals or "completion_tokens" in vals:
-        tokens = (f"CASE WHEN {out_cols['prompt_tokens']} IS NOT NULL OR {out_cols['completion_tokens']} "
+    if "prompt_tokens" in cols or "completion_tokens" in cols:
+        tokens = (f"CASE WHEN {out('prompt_tokens')} IS NOT NULL OR {out('completion_tokens')} "
                   f"IS NOT NULL THEN 'gateway' END")
-    reason = (
-        f"CASE WHEN line IS NULL OR trim(line) = '' THEN 'empty line' "
-        f"WHEN f IS NULL THEN {parse_fail} "
-        f"WHEN NOT coalesce(keep, false) THEN {_lit(spec.keep_reason or 'filtered')} "
-        f"WHEN raw_start IS NULL AND raw_end IS NULL THEN {_lit('missing timestamp (' + ts_fields + ')')} "
-        f"ELSE 'unparseable timestamp: ' || left(coalesce(raw_start, raw_end), 100) END"
-    )
     return f"""
 INSERT INTO gateway_requests ({', '.join(CANONICAL_INSERT_COLUMNS)})
-SELECT
-    CASE WHEN ok THEN {out_cols['request_id']} END,
-    {out_cols['header_request_id']}, {out_cols['tenant_id']}, {out_cols['model']},
-    ts_start, ts_end,
-    CASE WHEN ok THEN coalesce(raw_start, raw_end) ELSE line END,
-    CASE WHEN ok THEN {prec} END,
-    CASE WHEN ok THEN {zone_assumed} END,
-    {out_cols['method']}, {out_cols['path']}, CAST({out_cols['status']} AS INTEGER),
-    {out_cols['prompt_tokens']}, {out_cols['completion_tokens']}, {tokens},
-    {out_cols['request_bytes']}, {out_cols['response_bytes']}, {out_cols['streamed']},
-    CASE WHEN ok THEN {out_cols['in_band_error']} ELSE {reason} END,
-    {out_cols['upstream']},
-    CASE WHEN ok THEN {_lit(spec.layer)} ELSE {_lit(_REJECT)} END,
-    {_lit(spec.name)}, false, {int(file_id)}, rn
+SELECT {out('request_id')}, {out('header_request_id')}, {out('tenant_id')}, {out('model')},
+    ts_start, ts_end, coalesce(raw_start, raw_end), {prec}, {zone_assumed},
+    {out('method')}, {out('path')}, CAST({out('status')} AS INTEGER),
+    {out('prompt_tokens')}, {out('completion_tokens')}, {tokens},
+    {out('request_bytes')}, {out('response_bytes')}, {out('streamed')},
+    CASE WHEN ts_start IS NULL THEN coalesce(line, '') ELSE {out('in_band_error')} END,
+    {out('upstream')}, {_lit(spec.layer)}, {_lit(spec.name)}, false, {int(file_id)}, rn
 FROM (
-    SELECT *, (f IS NOT NULL AND coalesce(keep, false) AND ts_start IS NOT NULL) AS ok
-    FROM (
-        SELECT *,
-            coalesce({ts_of('raw_start', start)}, {ts_of('raw_end', end)} - to_microseconds(dur_us)) AS ts_start,
-            coalesce({ts_of('raw_end', end)}, {ts_of('raw_start', start)} + to_microseconds(dur_us)) AS ts_end
-        FROM (
-            SELECT rn, line, f, {keep} AS keep,
-                {raw_start} AS raw_start, {raw_end} AS raw_end,
-                CAST(TRY_CAST({raw_dur} AS DOUBLE) * gw_us_factor({_lit(dur_unit)}) AS BIGINT) AS dur_us{',' if select_vals else ''}
-                {select_vals}
-            FROM (
-                SELECT rn, line, try(json_extract_string({rec}, {paths})) AS f
-                FROM ({src})
-            )
-        )
-    )
+    SELECT *,
+        CASE WHEN keep THEN coalesce({ts_of('raw_start', start)}, {ts_of('raw_end', end)} - to_microseconds(dur_us)) END AS ts_start,
+        CASE WHEN keep THEN coalesce({ts_of('raw_end', end)}, {ts_of('raw_start', start)} + to_microseconds(dur_us)) END AS ts_end
+    FROM ({_records_sql(plan, src, tz)})
 )
+"""
+
+
+def reasons_sql(plan: FilePlan, *, file_id: int, tz: str) -> str:
+    """SELECT (line_no, reason, raw) for the rejected lines of a file still in gateway_requests."""
+    spec = plan.spec
+    text = plan.sniff.container == "text" or spec.line_regex is not None
+    if text:
+        parse_fail = ("'not a router request line'" if spec.name == "smg-router"
+                      else _lit(f"line does not match line_regex of {spec.name}"))
+    else:
+        parse_fail = "CASE WHEN json_valid(line) THEN 'not a JSON object' ELSE 'invalid JSON' END"
+    ts_fields = ", ".join(dict.fromkeys(
+        [*(spec.columns["ts_start"].fields if "ts_start" in spec.columns else ()),
+         *(spec.columns["ts_end"].fields if "ts_end" in spec.columns else ())]))
+    src = (f"SELECT line_no AS rn, in_band_error AS line FROM gateway_requests "
+           f"WHERE file_id = {int(file_id)} AND ts_start IS NULL")
+    return f"""
+SELECT rn, CASE WHEN line IS NULL OR trim(line) = '' THEN 'empty line'
+    WHEN f IS NULL OR (json_valid(line) AND NOT {'true' if text else "json_type(line) = 'OBJECT'"}) THEN {parse_fail}
+    WHEN NOT keep THEN {_lit(spec.keep_reason or 'filtered out')}
+    WHEN raw_start IS NULL AND raw_end IS NULL THEN {_lit('missing timestamp (' + ts_fields + ')')}
+    ELSE 'unparseable timestamp: ' || left(coalesce(raw_start, raw_end), 100) END AS reason,
+    encode(coalesce(line, '')) AS raw
+FROM ({_records_sql(plan, src, tz)})
 """
 
 
@@ -717,42 +719,50 @@ def _load_file(case: Case, plan: FilePlan, file_id: int, tz: str, read_path: str
     sql = build_insert_sql(plan, read_path=read_path, comp=comp, rejects=rejects, file_id=file_id, tz=tz)
     con.execute(sql)
     counts = _Counts()
-    row = con.execute(
-        "SELECT count(*), count(*) FILTER (WHERE layer = $r) FROM gateway_requests WHERE file_id = $f",
-        {"r": _REJECT, "f": file_id},
-    ).fetchone()
-    assert row is not None
-    counts.lines, counts.rejected = int(row[0]), int(row[1])
     # reader-level rejects (invalid UTF-8, over-long lines, CSV rows with the wrong field count)
     reader_rejects = _reader_rejects(con, rejects, plan.sniff.container == "csv")
+    direct: list[tuple[int, str, bytes]] = []
     if reader_rejects:
-        _fix_line_numbers(con, file_id, [ln for ln, _, _ in reader_rejects])
-        raws = _raw_lines(Path(read_path), comp, {ln for ln, _, _ in reader_rejects}) if plan.sniff.container in ("ndjson", "text") else {}
-        con.executemany(
-            "INSERT INTO rejected_lines VALUES (?, ?, ?, ?, ?)",
-            [
-                (file_id, ln, reason, (raws.get(ln) or fallback.encode())[:RAW_CAP], len(raws.get(ln) or fallback.encode()))
-                for ln, reason, fallback in reader_rejects
-            ],
-        )
-        counts.lines += len(reader_rejects)
-        counts.rejected += len(reader_rejects)
-    if counts.rejected:
+        _fix_line_numbers(con, file_id, [ln for ln, _, _, _ in reader_rejects])
+        lines_kind = plan.sniff.container in ("ndjson", "text") and plan.spec.container != "otlp"
+        raws = _raw_lines(Path(read_path), comp, {ln for ln, _, _, _ in reader_rejects}) if lines_kind else {}
+        repair: list[tuple[int, str]] = []
+        for ln, etype, reason, fallback in reader_rejects:
+            raw = raws.get(ln) or fallback.encode()
+            if etype == "INVALID ENCODING" and ln in raws:
+                # A stray non-UTF-8 byte (say in a user-agent) does not make the record unreadable:
+                # parse it with U+FFFD in place of the bad bytes, like any other line.
+                repair.append((ln, raws[ln].decode("utf-8", errors="replace")))
+            else:
+                direct.append((ln, reason, raw))
+        if repair:
+            con.execute("CREATE OR REPLACE TEMP TABLE gw_fixlines (rn BIGINT, line VARCHAR)")
+            con.executemany("INSERT INTO gw_fixlines VALUES (?, ?)", repair)
+            con.execute(build_insert_sql(plan, read_path=read_path, comp=comp, rejects=rejects,
+                                         file_id=file_id, tz=tz, source="SELECT rn, line FROM gw_fixlines"))
+            con.execute("DROP TABLE gw_fixlines")
+        if direct:
+            store_rejected(case, file_id, direct)
+    row = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE ts_start IS NULL) FROM gateway_requests WHERE file_id = $f",
+        {"f": file_id},
+    ).fetchone()
+    assert row is not None
+    counts.lines, counts.rejected = int(row[0]) + len(direct), int(row[1]) + len(direct)
+    if counts.rejected > len(direct):
         con.execute(
             f"""INSERT INTO rejected_lines
-                SELECT file_id, line_no, in_band_error, encode(coalesce(ts_raw, ''))[1:{RAW_CAP}],
-                       octet_length(encode(coalesce(ts_raw, '')))
-                FROM gateway_requests WHERE file_id = $f AND layer = $r ORDER BY line_no""",
-            {"f": file_id, "r": _REJECT},
+                SELECT {int(file_id)}, rn, reason, raw[1:{RAW_CAP}], octet_length(raw)
+                FROM ({reasons_sql(plan, file_id=file_id, tz=tz)}) ORDER BY rn"""
         )
-        con.execute("DELETE FROM gateway_requests WHERE file_id = $f AND layer = $r", {"f": file_id, "r": _REJECT})
+        con.execute("DELETE FROM gateway_requests WHERE file_id = $f AND ts_start IS NULL", {"f": file_id})
     counts.duplicate = _flag_duplicates(con, file_id)
     for t in (rejects, rejects + "_scan"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     return counts
 
 
-def _reader_rejects(con: duckdb.DuckDBPyConnection, table: str, csv: bool) -> list[tuple[int, str, str]]:
+def _reader_rejects(con: duckdb.DuckDBPyConnection, table: str, csv: bool) -> list[tuple[int, str, str, str]]:
     # Inside a transaction any failed statement aborts it: look the table up, never try-and-catch.
     row = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = $t", {"t": table}).fetchone()
     if not row or not row[0]:
@@ -773,7 +783,7 @@ def _reader_rejects(con: duckdb.DuckDBPyConnection, table: str, csv: bool) -> li
         }.get(str(etype), f"unreadable line ({etype}: {message})")
         # CSV readers count the header line; canonical numbers of CSV records exclude it
         ln = int(line) - 1 if scan_is_csv else int(line)
-        out.append((ln, reason, (csv_line or "").lstrip("\n")))
+        out.append((ln, str(etype), reason, (csv_line or "").lstrip("\n")))
     return out
 
 
