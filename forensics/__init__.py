@@ -30,6 +30,8 @@ from forensics.analysis import (
 )
 from forensics.case import Case, open_case
 from forensics.errors import ForensicsError
+from forensics.outputs.notifications import notifications
+from forensics.outputs.report import impact_report
 
 __all__ = [
     "Case",
@@ -39,7 +41,9 @@ __all__ = [
     "affected_tenants",
     "exposure_windows",
     "hidden_errors",
+    "impact_report",
     "leak_sources",
+    "notifications",
     "open_case",
     "parameters_used",
     "pool_audit",
