@@ -363,9 +363,11 @@ judged_rows AS (
            pe.node IS NOT NULL AS prefill_exposed,
            fw.lim AS window_limit,
            fw.n_periods IS NOT NULL AS in_derived_window,
-           (j.rej_ref IS NOT NULL
-            OR (j.engine_mode = 'pd' AND j.prefill_tokens = 1 AND j.decode_tokens > 1)) AS placeholder_path,
-           (j.engine_mode = 'pd' AND j.prefill_tokens = 1 AND j.decode_tokens > 1) AS placeholder_tokens
+           CASE WHEN j.rej_ref IS NOT NULL
+                     OR (j.engine_mode = 'pd' AND j.prefill_tokens = 1 AND j.decode_tokens > 1)
+                THEN true ELSE false END AS placeholder_path,
+           CASE WHEN j.engine_mode = 'pd' AND j.prefill_tokens = 1 AND j.decode_tokens > 1
+                THEN true ELSE false END AS placeholder_tokens
     FROM joined j
     LEFT JOIN exposed pe
       ON pe.node = j.prefill_node

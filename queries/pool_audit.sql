@@ -23,9 +23,8 @@ ev_bounds AS (
     SELECT min(path) AS a, max(path) AS b FROM evidence_files
 ),
 ev_common (n, cut) AS (
-    -- walk the common prefix of the smallest and largest path (= that of all paths), remembering
-    -- the last directory separator: file names are shown relative to it, so references do not
-    -- depend on where the evidence lived when it was ingested
+    -- common prefix of the smallest and largest path (= that of all paths), up to its last
+    -- directory separator: references do not depend on where the evidence was ingested from
     SELECT 0, 0 FROM ev_bounds WHERE a IS NOT NULL
     UNION ALL
     SELECT c.n + 1,

@@ -1,0 +1,44 @@
+"""affected_tenants: per-tenant counts, on synthetic rows and on the sample (golden CSV)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from conftest import Synth, fleet, t
+from test_affected_requests import _cli, _golden
+
+import forensics
+
+CONTRACT = ["tenant_id", "n_requests", "n_confirmed", "n_suspected", "first_ts", "last_ts"]
+
+
+def test_counts(synth: Synth) -> None:
+    fleet(synth)
+    synth.pd_request("a1", t(10), tokens=700_000, rejected=True, tenant="A")
+    synth.pd_request("a2", t(12), tokens=700_000, engine=False, gateway_tokens=700_000, tenant="A")
+    synth.pd_request("b1", t(11), tokens=700_000, rejected=True, tenant="B")
+    synth.pd_request("c1", t(11), tokens=700_000, prefill="prefill-1", tenant="C")  # not affected
+    df = forensics.affected_tenants(synth.case).df()
+    assert list(df.columns[:6]) == CONTRACT
+    assert df.to_dict("records") == [
+        {"tenant_id": "A", "n_requests": 2, "n_confirmed": 1, "n_suspected": 1, "first_ts": t(10),
+         "last_ts": t(12), "request_ids": "ray-a1 ray-a2"},
+        {"tenant_id": "B", "n_requests": 1, "n_confirmed": 1, "n_suspected": 0, "first_ts": t(11),
+         "last_ts": t(11), "request_ids": "ray-b1"},
+    ]
+
+
+def test_sample_tenants(sample_case: forensics.Case, sample_truth: dict[str, Any]) -> None:
+    df = forensics.affected_tenants(sample_case).df()
+    assert dict(zip(df.tenant_id, df.n_requests, strict=True)) == sample_truth["affected_tenants"]
+    assert (df.n_suspected == 0).all()
+
+
+def test_cli_csv_golden(sample_case_path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "tenants.csv"
+    res = _cli("tenants", str(sample_case_path), "--format", "csv", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    text = out.read_text(encoding="utf-8")
+    assert text.splitlines()[0].split(",")[:6] == CONTRACT
+    _golden("tenants.csv", text)
