@@ -1,0 +1,128 @@
+"""Benchmark of the analysis queries on an ingested incident.
+
+Opens a case database (read-only), runs every query of ``queries/`` through its Python function
+with default parameters and fully materialises the result (``to_arrow_table``), ``--runs``
+times; reports per query the best and median seconds, the row count, and the total. Targets at
+1 M requests: every query together < 10 s, ``affected_requests`` alone < 1 s.
+
+With ``--generate N`` it first builds the case: ``forensics.sample.generate(DIR, requests=N)``,
+then gateway and engine ingest (slow at 1 M: minutes; the figures exclude it).
+
+Example:
+    .venv/bin/python -m benchmarks.bench_analysis --case /tmp/big/case.duckdb --runs 3
+    .venv/bin/python -m benchmarks.bench_analysis --generate 1000000 --dir /tmp/big
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+TARGET_TOTAL_S = 10.0
+TARGET_AFFECTED_S = 1.0
+
+
+def build_case(directory: Path, requests: int) -> Path:
+    """Generate an incident of ``requests`` requests into ``directory`` and ingest it."""
+    import forensics
+    from forensics.sample import generate
+
+    data = directory / "data"
+    if not (data / "truth.json").exists():
+        generate(data, requests=requests)
+    case_path = directory / "case.duckdb"
+    if not case_path.exists():
+        with forensics.open_case(case_path) as case:
+            case.ingest_gateway(data / "gateway")
+            case.ingest_engine(data / "engine", tz="Asia/Singapore")
+    return case_path
+
+
+def measure(case_path: str | Path, runs: int = 3, threads: int | None = None) -> dict[str, Any]:
+    """Run every analysis query ``runs`` times on the case; return the figures.
+
+    Example:
+        >>> figures = measure("/tmp/big/case.duckdb", runs=1)     # doctest: +SKIP
+        >>> figures["queries"]["affected_requests"]["best_s"] < 1  # doctest: +SKIP
+        True
+    """
+    import forensics
+    from forensics import analysis
+    from forensics.sqlfiles import query_names
+
+    case = forensics.open_case(case_path, read_only=True, threads=threads)
+    try:
+        sizes = {
+            table: case.con.sql(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+            for table in ("gateway_requests", "engine_requests", "engine_batches", "engine_starts")
+        }
+        queries: dict[str, dict[str, Any]] = {}
+        for name in query_names():
+            func = getattr(analysis, name)
+            times: list[float] = []
+            rows = 0
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                rows = func(case).to_arrow_table().num_rows
+                times.append(time.perf_counter() - t0)
+            queries[name] = {"best_s": min(times), "median_s": statistics.median(times), "rows": rows}
+    finally:
+        case.close()
+    total_best = sum(q["best_s"] for q in queries.values())
+    total_median = sum(q["median_s"] for q in queries.values())
+    return {
+        "case": str(case_path),
+        "runs": runs,
+        "table_rows": sizes,
+        "queries": queries,
+        "total_best_s": total_best,
+        "total_median_s": total_median,
+        "targets": {
+            "total_s": TARGET_TOTAL_S,
+            "affected_s": TARGET_AFFECTED_S,
+            "total_met": total_median < TARGET_TOTAL_S,
+            "affected_met": queries.get("affected_requests", {}).get("median_s", 1e9) < TARGET_AFFECTED_S,
+        },
+    }
+
+
+def render(figures: dict[str, Any]) -> str:
+    """The figures as a small text table."""
+    lines = [f"case: {figures['case']}  (runs: {figures['runs']})",
+             "rows: " + ", ".join(f"{k}={v:,}" for k, v in figures["table_rows"].items()),
+             f"{'query':<20} {'best s':>8} {'median s':>9} {'rows':>9}"]
+    for name, q in figures["queries"].items():
+        lines.append(f"{name:<20} {q['best_s']:>8.3f} {q['median_s']:>9.3f} {q['rows']:>9,}")
+    t = figures["targets"]
+    lines.append(f"{'all queries':<20} {figures['total_best_s']:>8.3f} {figures['total_median_s']:>9.3f}"
+                 f"   target < {t['total_s']} s: {'met' if t['total_met'] else 'MISSED'};"
+                 f" affected < {t['affected_s']} s: {'met' if t['affected_met'] else 'MISSED'}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: measure a case (or generate one first) and print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--case", type=Path, help="An ingested case database.")
+    parser.add_argument("--generate", type=int, metavar="N", help="Generate and ingest N requests first.")
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/forensics-bench-analysis"),
+                        help="Where --generate writes the incident and the case.")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--json", action="store_true", help="Print the figures as JSON.")
+    args = parser.parse_args(argv)
+    if args.case is None and args.generate is None:
+        parser.error("pass --case CASE.duckdb or --generate N")
+    case_path = args.case if args.case is not None else build_case(args.dir, args.generate)
+    figures = measure(case_path, runs=args.runs, threads=args.threads)
+    print(json.dumps(figures, indent=2) if args.json else render(figures))
+    return 0 if figures["targets"]["total_met"] and figures["targets"]["affected_met"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
