@@ -34,13 +34,13 @@ from benchmarks.layout import (
     load_manifest,
     save_manifest,
 )
-from benchmarks.steps import RESULT_MARKER, available_analysis
+from benchmarks.steps import RESULT_MARKER, available_analysis, available_outputs
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent
 DEFAULT_SCALES = ("100k", "1m")
 DEFAULT_SEED = 20260909
-STEP_GROUPS = ("gateway", "engine", "e2e", "analysis", "pandas")
+STEP_GROUPS = ("gateway", "engine", "e2e", "analysis", "outputs", "investigate", "pandas")
 
 _SCALE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
 
@@ -83,6 +83,7 @@ class Options:
     json_out: Path | None = None
     keep_work: bool = False
     quiet: bool = False
+    profile: bool = False
     #: step groups per scale label (``--scale 6m:gateway``); scales not listed run ``groups``
     scale_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -102,6 +103,7 @@ class Suite:
     manifests: dict[str, Manifest] = field(default_factory=dict)
     results: list[dict[str, Any]] = field(default_factory=list)
     analysis_functions: list[str] = field(default_factory=list)
+    output_functions: list[str] = field(default_factory=list)
     correctness: dict[str, dict[str, Any]] = field(default_factory=dict)
     load_before: tuple[float, float, float] | None = None
     load_after: tuple[float, float, float] | None = None
@@ -141,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--notes-file", type=Path, default=None,
                    help="Markdown file inserted into the report as the 'Analysis' section")
     p.add_argument("--keep-work", action="store_true", help="keep the scratch case databases")
+    p.add_argument("--profile", action="store_true",
+                   help="after the measured runs, one extra profiled run of each toolkit step (SQL "
+                        "statement times, Python hot spots, DuckDB operators) for the report")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return p
 
@@ -190,6 +195,7 @@ def resolve_options(args: argparse.Namespace) -> Options:
         json_out=(args.json_out or data_dir / "last-results.json").resolve(),
         keep_work=args.keep_work,
         quiet=args.quiet,
+        profile=args.profile,
         scale_groups=scale_groups,
     )
 
@@ -317,7 +323,7 @@ def run_scale(suite: Suite, label: str, requests: int) -> None:
             rec = run_child(spec("toolkit_e2e", case=str(case_path)), opts.timeout_s)
             _record(suite, label, "toolkit_e2e", run, rec)
             case_ok = bool(rec.get("ok"))
-        elif "analysis" in groups and analysis and run == 1:
+        elif ("analysis" in groups or "outputs" in groups) and run == 1:
             # the analysis steps need a loaded case: build it once, unmeasured
             rec = run_child(spec("toolkit_e2e", case=str(case_path)), opts.timeout_s)
             if not rec.get("ok"):
@@ -335,12 +341,48 @@ def run_scale(suite: Suite, label: str, requests: int) -> None:
                 rec = run_child(spec("analysis", case=str(case_path), functions=passed,
                                      requests=requests), opts.timeout_s)
                 _record(suite, label, "analysis:all", run, rec)
+        if "outputs" in groups and case_ok:
+            for name in suite.output_functions:
+                rec = run_child(spec("outputs", case=str(case_path), output=name, requests=requests),
+                                opts.timeout_s)
+                _record(suite, label, f"outputs:{name}", run, rec)
+        if "investigate" in groups:
+            raw = sum(g.raw_bytes for g in manifest.gateway) + manifest.engine.raw_bytes
+            rec = run_child(spec("investigate", raw_bytes=raw), opts.timeout_s)
+            _record(suite, label, "investigate", run, rec)
         if "pandas" in groups and run <= opts.pandas_runs:
             rec = run_child(spec("pandas_e2e"), opts.timeout_s)
             _record(suite, label, "pandas_e2e", run, rec)
+    if opts.profile:
+        profile_scale(suite, label, manifest, spec, analysis if (built or case_ok) else [], groups)
     suite.correctness[label] = report.correctness(suite.results, label, data_dir)
     if not opts.keep_work:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def profile_scale(
+    suite: Suite,
+    label: str,
+    manifest: Manifest,
+    spec: Any,
+    analysis: list[str],
+    groups: tuple[str, ...],
+) -> None:
+    """One extra, profiled run of each toolkit step (recorded as ``profile:<key>``, run 0)."""
+    opts = suite.options
+    todo: list[tuple[str, dict[str, Any]]] = []
+    if "gateway" in groups:
+        todo += [(f"toolkit_gateway:{g.name}", spec("toolkit_gateway", group=g.name, raw_bytes=g.raw_bytes))
+                 for g in manifest.gateway]
+    if "engine" in groups:
+        todo.append(("toolkit_engine", spec("toolkit_engine", group="engine", raw_bytes=manifest.engine.raw_bytes)))
+    case = spec("analysis")["work_dir"] + "/case-e2e.duckdb"
+    if "analysis" in groups and Path(case).exists():
+        todo += [(f"analysis:{n}", spec("analysis", case=case, functions=[n], requests=manifest.requests))
+                 for n in analysis]
+    for key, sp in todo:
+        sp["profile"] = True
+        _record(suite, label, f"profile:{key}", 0, run_child(sp, opts.timeout_s))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -351,8 +393,10 @@ def main(argv: list[str] | None = None) -> int:
     suite.machine = report.machine_info()
     suite.load_before = report.loadavg()
     suite.analysis_functions = available_analysis()
+    suite.output_functions = available_outputs()
     _log(opts, f"scales {[s for s, _ in opts.scales]}, {opts.runs} run(s), steps {','.join(opts.groups)}; "
-               f"analysis functions found: {', '.join(suite.analysis_functions) or 'none'}")
+               f"analysis functions found: {', '.join(suite.analysis_functions) or 'none'}; "
+               f"outputs found: {', '.join(suite.output_functions) or 'none'}")
     for label, requests in opts.scales:
         run_scale(suite, label, requests)
     suite.finished = dt.datetime.now(dt.UTC)

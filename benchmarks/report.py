@@ -30,7 +30,7 @@ SECTIONS = (
     "## Data sets",
     "## Targets",
     "## Ingest: toolkit vs bare DuckDB",
-    "## Analysis queries",
+    "## Analysis queries and outputs",
     "## End to end: toolkit vs pandas",
     "## Correctness: affected sets",
     "## Cost curve",
@@ -186,7 +186,7 @@ def stats(results: Iterable[dict[str, Any]]) -> dict[tuple[str, str], Stat]:
     """Group successful step results by (scale, key) and summarise them."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in results:
-        if r.get("ok"):
+        if r.get("ok") and not str(r.get("key", "")).startswith("profile:"):
             groups.setdefault((r["scale"], r["key"]), []).append(r)
     out: dict[tuple[str, str], Stat] = {}
     for (scale, key), recs in groups.items():
@@ -487,42 +487,55 @@ def render(suite: Suite) -> str:
                    "peak RSS", "CPU/wall", "toolkit/bare"], rows)
     out += [""]
     # analysis
-    out += ["## Analysis queries", "",
+    out += ["## Analysis queries and outputs", "",
             "Each `forensics.analysis` function on the case built by the end-to-end step, opened "
             "read-only, result fully materialised (Arrow). `all` runs every function in one "
-            "process, in the order listed. req/s = requests in the incident / wall time.", ""]
+            "process, in the order listed. Outputs (later stages: impact report, notification "
+            "list, the three charts rendered to HTML) run on the same case. req/s = requests in "
+            "the incident / wall time.", ""]
     if suite.analysis_functions:
-        out += [f"Functions found: {', '.join(suite.analysis_functions)}.", ""]
+        out += [f"Functions found: {', '.join(suite.analysis_functions)}; outputs found: "
+                f"{', '.join(suite.output_functions) or 'none'}.", ""]
     else:
         out += ["No `forensics.analysis` functions were available when this ran.", ""]
     rows = []
     for scale in scales:
         n = _requests(suite, scale)
-        for name in [*suite.analysis_functions, "all"]:
-            s = st.get((scale, f"analysis:{name}"))
+        wanted = [f"analysis:{k}" for k in [*suite.analysis_functions, "all"]]
+        wanted += [f"outputs:{k}" for k in suite.output_functions]
+        for key in wanted:
+            s = st.get((scale, key))
             if s:
-                if name == "all":
+                name = key.split(":", 1)[1]
+                if key == "analysis:all":
                     n_f = len(s.records[0].get("extra", {}).get("per_function_s") or {})
                     name = f"all ({n_f} functions)"
+                elif key.startswith("outputs:"):
+                    name = f"output: {name}"
                 rows.append([scale, name, s.time(), f"{s.rows_out if s.rows_out is not None else '—'}",
                              f"{_rate(n / s.median)}/s", _mib(s.peak_rss)])
-    out += _table(["scale", "query", "wall time", "result rows", "req/s", "peak RSS"], rows)
+    out += _table(["scale", "query", "wall time", "result rows (outputs: bytes)", "req/s", "peak RSS"], rows)
     out += [""]
     # end to end
     out += ["## End to end: toolkit vs pandas", "",
             "Toolkit: fresh case, ingest every gateway source and the engine logs, run "
-            "`affected_requests`. pandas: `benchmarks/pandas_reference.py` from the same raw files "
+            "`affected_requests` (the same question the pandas reference answers). pandas: `benchmarks/pandas_reference.py` from the same raw files "
             "to the same affected set. Ratio = pandas time / toolkit time.", ""]
     rows = []
     for scale in scales:
         tk, pdr = st.get((scale, "toolkit_e2e")), st.get((scale, "pandas_e2e"))
-        for who, s in (("toolkit", tk), ("pandas reference", pdr)):
+        inv = st.get((scale, "investigate"))
+        for who, s in (("toolkit (ingest + affected_requests)", tk), ("pandas reference", pdr),
+                       ("toolkit, whole `forensics investigate`", inv)):
             if s is None:
                 continue
             ratio = f"{pdr.median / tk.median:.1f}×" if (who == "pandas reference" and tk and pdr) else ""
             per_k = s.median / (_requests(suite, scale) / 1000)
             rows.append([scale, who, s.time(), f"{per_k * 1000:.1f} ms", _mib(s.peak_rss), ratio])
     out += _table(["scale", "implementation", "wall time", "per 1 k requests", "peak RSS", "pandas/toolkit"], rows)
+    out += ["", "`forensics investigate` (what `make demo` runs) adds every query, the CSV/JSON "
+            "outputs, the impact report, notification list and charts to the same ingest; it is "
+            "shown for scale, the ratio is against the like-for-like toolkit row."]
     phase_rows = []
     for scale in scales:
         pdr = st.get((scale, "pandas_e2e"))
@@ -564,7 +577,7 @@ def render(suite: Suite) -> str:
             "scale / at the smallest (1.00 = perfectly linear; below 1 = fixed costs amortised).", ""]
     keys: list[str] = []
     for r in suite.results:
-        if r.get("ok") and r["key"] not in keys:
+        if r.get("ok") and r["key"] not in keys and not r["key"].startswith("profile:"):
             keys.append(r["key"])
     rows = []
     for key in keys:
@@ -583,6 +596,7 @@ def render(suite: Suite) -> str:
         out += [Path(opts.notes_file).read_text(encoding="utf-8").strip(), ""]
     else:
         out += ["(No notes were given for this run: pass `--notes-file FILE`.)", ""]
+    out += _profiles(suite)
     # failures
     out += ["## Failures", ""]
     failed = [r for r in suite.results if not r.get("ok")]
@@ -615,6 +629,40 @@ def _slim(rec: dict[str, Any]) -> dict[str, Any]:
     if "affected" in extra:
         extra["affected"] = f"{len(extra['affected'])} records (see the correctness section)"
     out["extra"] = extra
+    return out
+
+
+def _profiles(suite: Suite) -> list[str]:
+    """The profiled runs (``--profile``): top SQL statements, Python hot spots, DuckDB operators."""
+    recs = [r for r in suite.results if r.get("ok") and str(r.get("key", "")).startswith("profile:")]
+    if not recs:
+        return []
+    out = ["### Where the time goes (one extra profiled run per step)", "",
+           "cProfile and per-statement timing add overhead; read the shares, not the totals.", ""]
+    for r in recs:
+        extra = r.get("extra") or {}
+        head = f"**{r['scale']} `{r['key'][len('profile:'):]}`** — {_s(float(r['wall_s']))} profiled"
+        if extra.get("sql_total_s") is not None:
+            sql_s = float(extra["sql_total_s"])
+            head += (f"; {_s(sql_s)} ({sql_s / float(r['wall_s']):.0%}) inside DuckDB statements, "
+                     "the rest in Python")
+        out += [head, ""]
+        if extra.get("statements"):
+            out += _table(["SQL statement (start)", "calls", "total"],
+                          [[f"`{x['sql'].replace('|', '/')}`", str(x["calls"]), _s(float(x["total_s"]))]
+                           for x in extra["statements"]])
+            out += [""]
+        if extra.get("python"):
+            out += _table(["Python function (self time, DuckDB calls excluded)", "calls", "self", "cumulative"],
+                          [[f"`{x['func'].replace('|', '/')}`", str(x["calls"]), _s(float(x["self_s"])),
+                            _s(float(x["cum_s"]))] for x in extra["python"][:6]])
+            out += [""]
+        if extra.get("operators"):
+            out += _table(["DuckDB operator (last query)", "time", "rows", "detail"],
+                          [[str(x["op"]), _s(float(x["s"])), f"{x['rows']:,}" if isinstance(x["rows"], int) else "",
+                            f"`{x['detail'].replace('|', '/')}`" if x["detail"] else ""]
+                           for x in extra["operators"]])
+            out += [""]
     return out
 
 

@@ -40,6 +40,13 @@ ANALYSIS_FUNCTIONS = (
     "hidden_errors",
 )
 
+#: later stages measured when they exist: label -> "module:function" (called with the case)
+OUTPUT_FUNCTIONS = {
+    "impact_report": "forensics.outputs.report:impact_report",
+    "notifications": "forensics.outputs.notifications:notifications",
+    "charts": "forensics.outputs.charts:affected_tenants_chart,affected_timeline_chart,exposure_windows_chart",
+}
+
 #: DuckDB memory limit of the bare loads: the toolkit's default, for a like-for-like comparison
 BARE_MEMORY_LIMIT = os.environ.get("FORENSICS_MEMORY_LIMIT", "768MB")
 
@@ -122,6 +129,99 @@ def _materialise(result: Any) -> int:
     return 0
 
 
+# -- profiling (``spec["profile"]``: where the time goes, not part of the medians) --------------
+
+
+class TimedConnection:
+    """A DuckDB connection proxy that times every ``execute``/``executemany``/``sql`` call.
+
+    ``sql()`` returns lazy relations: their time is counted where they are consumed, so this is
+    meant for loaders (DDL and INSERT ... SELECT statements), not for analysis queries.
+    """
+
+    def __init__(self, con: Any) -> None:
+        self._con = con
+        self.timings: dict[str, list[float]] = {}
+
+    def _timed(self, name: str, query: Any, *args: Any, **kwargs: Any) -> Any:
+        head = " ".join(str(query).split())[:110]
+        t0 = time.perf_counter()
+        try:
+            return getattr(self._con, name)(query, *args, **kwargs)
+        finally:
+            self.timings.setdefault(head, []).append(time.perf_counter() - t0)
+
+    def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        """Timed ``execute``."""
+        return self._timed("execute", query, *args, **kwargs)
+
+    def executemany(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        """Timed ``executemany``."""
+        return self._timed("executemany", query, *args, **kwargs)
+
+    def sql(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        """Timed ``sql`` (building the relation only)."""
+        return self._timed("sql", query, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+    def total(self) -> float:
+        """Seconds spent inside all timed calls."""
+        return sum(sum(v) for v in self.timings.values())
+
+    def top(self, n: int = 8) -> list[dict[str, Any]]:
+        """The ``n`` statements with the largest total time."""
+        rows = [{"sql": k, "calls": len(v), "total_s": sum(v)} for k, v in self.timings.items()]
+        return sorted(rows, key=lambda r: -float(r["total_s"]))[:n]
+
+
+def _python_top(prof: Any, n: int = 8) -> list[dict[str, Any]]:
+    import pstats
+
+    st = pstats.Stats(prof)
+    rows = []
+    for (file, line, func), (_cc, ncalls, tottime, cumtime, _callers) in st.stats.items():  # type: ignore[attr-defined]
+        if Path(file).name == "steps.py":  # the harness's own frames (the SQL timer holds DuckDB's time)
+            continue
+        where = f"{Path(file).name}:{line}" if file != "~" else ""
+        rows.append({"func": f"{func} {where}".strip(), "calls": ncalls, "self_s": tottime, "cum_s": cumtime})
+    return sorted(rows, key=lambda r: -float(r["self_s"]))[:n]
+
+
+def _duckdb_operators(path: Path, n: int = 6) -> list[dict[str, Any]]:
+    """The ``n`` most expensive operators of the last query profiled into ``path``."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return []
+    ops: list[dict[str, Any]] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        info = node.get("extra_info") or {}
+        detail = info.get("Conditions") or info.get("Table") or info.get("Function") or info.get("Aggregates") or ""
+        ops.append({"op": node.get("name") or node.get("operator_name"),
+                    "s": float(node.get("timing") or node.get("operator_timing") or 0.0),
+                    "rows": node.get("intermediate_rows") or node.get("operator_cardinality"),
+                    "detail": " ".join(str(detail).split())[:100]})
+        for child in node.get("children", []):
+            walk(child)
+
+    roots = data.get("operator") if isinstance(data.get("operator"), list) else data.get("children", [])
+    for root in roots or []:
+        walk(root)
+    return sorted(ops, key=lambda o: -o["s"])[:n]
+
+
+def _profiled_case(case: Any, spec: dict[str, Any]) -> TimedConnection | None:
+    if not spec.get("profile"):
+        return None
+    timed = TimedConnection(case.con)
+    case.con = timed
+    return timed
+
+
 # -- toolkit --------------------------------------------------------------------------------------
 
 
@@ -132,6 +232,7 @@ def step_toolkit_gateway(spec: dict[str, Any]) -> Body:
     group = _group(spec)
     case_path = _fresh(Path(spec["work_dir"]) / f"gw-{group.name}.duckdb")
     case = open_case(case_path)
+    timed = _profiled_case(case, spec)
 
     def body() -> Outcome:
         s = case.ingest_gateway(group.files, format=group.preset, quiet=True)
@@ -140,7 +241,8 @@ def step_toolkit_gateway(spec: dict[str, Any]) -> Body:
             rows=s.lines_read,
             bytes=spec["params"].get("raw_bytes", 0),
             rows_out=s.rows_loaded,
-            extra={"rejected": s.rows_rejected, "duplicate": s.rows_duplicate},
+            extra={"rejected": s.rows_rejected, "duplicate": s.rows_duplicate,
+                   **({"statements": timed.top(), "sql_total_s": timed.total()} if timed else {})},
         )
 
     return body
@@ -153,6 +255,7 @@ def step_toolkit_engine(spec: dict[str, Any]) -> Body:
     data_dir = Path(spec["data_dir"])
     case_path = _fresh(Path(spec["work_dir"]) / "engine.duckdb")
     case = open_case(case_path)
+    timed = _profiled_case(case, spec)
 
     def body() -> Outcome:
         s = case.ingest_engine([str(data_dir / "engine")], tz=ENGINE_TZ, quiet=True)
@@ -161,7 +264,8 @@ def step_toolkit_engine(spec: dict[str, Any]) -> Body:
             rows=s.lines_read,
             bytes=spec["params"].get("raw_bytes", 0),
             rows_out=s.rows_loaded,
-            extra={"rejected": s.rows_rejected},
+            extra={"rejected": s.rows_rejected,
+                   **({"statements": timed.top(), "sql_total_s": timed.total()} if timed else {})},
         )
 
     return body
@@ -224,6 +328,73 @@ def available_analysis() -> list[str]:
     return [n for n in ANALYSIS_FUNCTIONS if callable(getattr(mod, n, None))]
 
 
+def _resolve(target: str) -> list[Any]:
+    module, names = target.split(":", 1)
+    mod = importlib.import_module(module)
+    return [getattr(mod, n) for n in names.split(",")]
+
+
+def available_outputs() -> list[str]:
+    """Labels of :data:`OUTPUT_FUNCTIONS` whose functions all exist today."""
+    out = []
+    for label, target in OUTPUT_FUNCTIONS.items():
+        try:
+            _resolve(target)
+        except (ImportError, AttributeError):
+            continue
+        out.append(label)
+    return out
+
+
+def step_outputs(spec: dict[str, Any]) -> Body:
+    """One later-stage output (impact report, notification list, charts) on the analysis case."""
+    from forensics.case import open_case
+
+    label = spec["params"]["output"]
+    funcs = _resolve(OUTPUT_FUNCTIONS[label])
+    case = open_case(spec["params"]["case"], read_only=True)
+    work = Path(spec["work_dir"])
+    requests = int(spec["params"].get("requests", 0))
+
+    def body() -> Outcome:
+        size = 0
+        for i, f in enumerate(funcs):
+            result = f(case)
+            if hasattr(result, "save"):  # an Altair chart: render it as the pipeline does
+                path = work / f"chart-{os.getpid()}-{i}.html"
+                result.save(str(path))
+                size += path.stat().st_size
+                path.unlink()
+            elif isinstance(result, str):
+                size += len(result)
+            else:
+                size += _materialise(result)
+        return Outcome(rows=requests, rows_out=size)
+
+    return body
+
+
+def step_investigate(spec: dict[str, Any]) -> Body:
+    """The whole pipeline (``forensics investigate``, what ``make demo`` runs) into a fresh case."""
+    pipeline = importlib.import_module("forensics.pipeline")
+    data_dir = Path(spec["data_dir"])
+    work = Path(spec["work_dir"])
+    case_path = _fresh(work / "investigate.duckdb")
+    out_dir = work / "investigate-out"
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+
+    def body() -> Outcome:
+        inv = pipeline.investigate(
+            case_path, out_dir=out_dir, gateway=[str(data_dir / "gateway")],
+            engine=[str(data_dir / "engine")], engine_tz=ENGINE_TZ, replace=True, quiet=True,
+        )
+        return Outcome(rows=inv.ingest.lines_read, bytes=spec["params"].get("raw_bytes", 0),
+                       rows_out=len(inv.outputs), extra={"counts": dict(inv.counts)})
+
+    return body
+
+
 def step_analysis(spec: dict[str, Any]) -> Body:
     """One analysis function (or ``all`` of them in a row) on the case built by ``toolkit_e2e``."""
     from forensics.case import open_case
@@ -233,6 +404,10 @@ def step_analysis(spec: dict[str, Any]) -> Body:
     funcs = [(n, getattr(mod, n)) for n in names]
     case = open_case(spec["params"]["case"], read_only=True)
     requests = int(spec["params"].get("requests", 0))
+    prof_file = Path(spec["work_dir"]) / f"profile-{os.getpid()}.json"
+    if spec.get("profile"):
+        case.con.execute("SET enable_profiling = 'json'")
+        case.con.execute(f"SET profiling_output = '{prof_file}'")
 
     def body() -> Outcome:
         out = 0
@@ -241,7 +416,12 @@ def step_analysis(spec: dict[str, Any]) -> Body:
             t0 = time.perf_counter()
             out += _materialise(f(case))
             per[n] = time.perf_counter() - t0
-        return Outcome(rows=requests, rows_out=out, extra={"per_function_s": per})
+        extra: dict[str, Any] = {"per_function_s": per}
+        if spec.get("profile"):
+            case.con.execute("SET enable_profiling = 'no_output'")
+            extra["operators"] = _duckdb_operators(prof_file)
+            prof_file.unlink(missing_ok=True)
+        return Outcome(rows=requests, rows_out=out, extra=extra)
 
     return body
 
@@ -367,6 +547,8 @@ STEPS: dict[str, Callable[[dict[str, Any]], Body]] = {
     "toolkit_e2e": step_toolkit_e2e,
     "analysis": step_analysis,
     "pandas_e2e": step_pandas_e2e,
+    "outputs": step_outputs,
+    "investigate": step_investigate,
 }
 
 
@@ -376,10 +558,19 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     try:
         body = STEPS[spec["step"]](spec)
         result["rss_before"] = rss_bytes()
+        prof = None
+        if spec.get("profile") and spec["step"] != "analysis":
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
         cpu0 = _cpu_s()
         t0 = time.perf_counter()
         outcome = body()
         result["wall_s"] = time.perf_counter() - t0
+        if prof is not None:
+            prof.disable()
+            outcome.extra["python"] = _python_top(prof)
         result["cpu_s"] = _cpu_s() - cpu0
         result["peak_rss"] = peak_rss_bytes()
         result.update(rows=outcome.rows, bytes=outcome.bytes, rows_out=outcome.rows_out, extra=outcome.extra)
