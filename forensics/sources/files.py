@@ -211,8 +211,9 @@ def find_existing(case: Case, sha256: str) -> int | None:
     """The file_id of an already ingested file with this sha256, if any."""
     row = case.con.execute(
         "SELECT file_id FROM evidence_files WHERE sha256 = $s ORDER BY file_id LIMIT 1", {"s": sha256}
-    ).fetchone()
-    return int(row[0]) if row else None
+    ).fetchall()
+    # fetchall, not fetchone: a half-read result keeps the connection busy for the next statement
+    return int(row[0][0]) if row else None
 
 
 def register_file(
@@ -236,7 +237,7 @@ def register_file(
     existing = find_existing(case, digest)
     if existing is not None:
         return existing
-    row = case.con.execute("SELECT coalesce(max(file_id), 0) + 1 FROM evidence_files").fetchone()
+    row = case.con.execute("SELECT coalesce(max(file_id), 0) + 1 FROM evidence_files").fetchall()[0]
     file_id = int(row[0]) if row else 1
     size = path.stat().st_size
     comp = compression_of(path)

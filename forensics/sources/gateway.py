@@ -104,7 +104,7 @@ CREATE OR REPLACE TEMP MACRO gw_us_factor(u) AS CASE u WHEN 'ns' THEN 0.001 WHEN
 CREATE OR REPLACE TEMP MACRO gw_has_zone(x) AS regexp_matches(x, '(?i)(z|[+-]\d\d:?\d\d|[+-]\d\d|utc|gmt)\s*$');
 CREATE OR REPLACE TEMP MACRO gw_frac_prec(d) AS CASE WHEN d = 0 THEN 's' WHEN d <= 3 THEN 'ms' WHEN d <= 6 THEN 'us' ELSE 'ns' END;
 CREATE OR REPLACE TEMP MACRO gw_attrs(a) AS CASE WHEN a IS NULL THEN NULL ELSE
-    '{' || array_to_string(list_transform(CAST(json_extract(a, '$[*]') AS VARCHAR[]), x ->
+    '{' || array_to_string(list_transform(CAST(json_extract(a, '$[*]') AS VARCHAR[]), lambda x:
         to_json(json_extract_string(x, '$.key')) || ':' || to_json(coalesce(
             json_extract_string(x, '$.value.stringValue'), json_extract_string(x, '$.value.intValue'),
             json_extract_string(x, '$.value.doubleValue'), json_extract_string(x, '$.value.boolValue'),
@@ -127,7 +127,7 @@ def ts_sql(x: str, tz: str, unit: str | None = None, fmt: str | None = None) -> 
 
     Example:
         >>> import duckdb; con = duckdb.connect(); _install_macros(con)
-        >>> con.sql("SELECT " + ts_sql("'1788357791482000000'", "UTC")).fetchone()[0]
+        >>> con.sql("SELECT " + ts_sql("'1788357791482000000'", "UTC")).fetchall()[0][0]
         datetime.datetime(2026, 9, 2, 14, 3, 11, 482000)
     """
     if fmt is not None:
@@ -160,7 +160,7 @@ def precision_sql(x: str, unit: str | None = None, fmt: str | None = None) -> st
 
     Example:
         >>> import duckdb; con = duckdb.connect(); _install_macros(con)
-        >>> con.sql("SELECT " + precision_sql("'2026-09-02T04:51:59.123Z'")).fetchone()[0]
+        >>> con.sql("SELECT " + precision_sql("'2026-09-02T04:51:59.123Z'")).fetchall()[0][0]
         'ms'
     """
     if fmt is not None:
@@ -197,6 +197,7 @@ class Sniff:
     records: list[dict[str, Any]]
     keys: set[str]
     text_lines: list[str]
+    delim: str = ","
 
 
 def _duck_compression(comp: str) -> str:
@@ -274,9 +275,10 @@ def sniff(path: Path) -> Sniff:
         recs = _sample_json_doc(path, comp)
         return Sniff("json-doc", comp, recs, _keys(recs), [])
     first_line = next((ln for ln in lines if ln.strip()), "")
-    if _looks_like_csv_header(first_line):
-        recs = _sample_csv(path, comp)
-        return Sniff("csv", comp, recs, _keys(recs), [])
+    delim = _csv_delimiter(first_line)
+    if delim is not None:
+        recs = _sample_csv(path, comp, delim)
+        return Sniff("csv", comp, recs, _keys(recs), [], delim)
     return Sniff("text", comp, [], set(), lines[:SAMPLE_RECORDS])
 
 
@@ -287,12 +289,19 @@ def _keys(recs: list[dict[str, Any]]) -> set[str]:
     return keys
 
 
-def _looks_like_csv_header(line: str) -> bool:
+def _csv_delimiter(line: str) -> str | None:
+    """The delimiter of a CSV header line (None when the line is not one)."""
     for delim in (",", "\t", ";", "|"):
         cells = [c.strip().strip('"') for c in line.split(delim)]
         if len(cells) >= 3 and all(re.fullmatch(r"[A-Za-z_][\w.:\-]*", c) for c in cells):
-            return True
-    return False
+            return delim
+    return None
+
+
+def _csv_options(delim: str) -> str:
+    # The dialect is fixed from the header rather than sniffed: DuckDB's sniffer gives up on small
+    # exports that contain a broken row, which is exactly when it is needed.
+    return f"delim={_lit(delim)}, quote='\"', escape='\"', header=true, all_varchar=true, strict_mode=false"
 
 
 def _sample_json_array(path: Path, comp: str) -> list[dict[str, Any]]:
@@ -330,11 +339,11 @@ def _sample_json_doc(path: Path, comp: str) -> list[dict[str, Any]]:
     return out
 
 
-def _sample_csv(path: Path, comp: str) -> list[dict[str, Any]]:
+def _sample_csv(path: Path, comp: str, delim: str) -> list[dict[str, Any]]:
     con = duckdb.connect()
     try:
         rows = con.execute(
-            f"SELECT to_json(c) FROM read_csv({_lit(str(path))}, all_varchar=true, header=true, "
+            f"SELECT to_json(c) FROM read_csv({_lit(str(path))}, {_csv_options(delim)}, "
             f"ignore_errors=true, compression={_lit(_duck_compression(comp))}) c LIMIT {SAMPLE_RECORDS}"
         ).fetchall()
     except duckdb.Error:
@@ -468,7 +477,7 @@ def check_tz(con: duckdb.DuckDBPyConnection, tz: str) -> None:
     """
     row = con.execute(
         "SELECT count(*) FROM pg_timezone_names() WHERE name = $tz OR abbrev = $tz", {"tz": tz}
-    ).fetchone()
+    ).fetchall()[0]
     if not row or not row[0] or "'" in tz:
         raise ParameterError(f"unknown time zone {tz!r}",
                              hint="use an IANA name such as UTC, Europe/Berlin or Asia/Singapore")
@@ -530,7 +539,7 @@ def _source_sql(plan: FilePlan, read_path: str, comp: str, rejects: str) -> str:
     if c == "csv":
         return (
             f"SELECT row_number() OVER () AS rn, to_json(c) AS line FROM read_csv({_lit(read_path)}, "
-            f"all_varchar=true, header=true, ignore_errors=true, store_rejects=true, "
+            f"{_csv_options(plan.sniff.delim)}, ignore_errors=true, store_rejects=true, "
             f"rejects_table={_lit(rejects)}, rejects_scan={_lit(rejects + '_scan')}, "
             f"compression={_lit(_duck_compression(comp))}) c"
         )
@@ -746,7 +755,7 @@ def _load_file(case: Case, plan: FilePlan, file_id: int, tz: str, read_path: str
     row = con.execute(
         "SELECT count(*), count(*) FILTER (WHERE ts_start IS NULL) FROM gateway_requests WHERE file_id = $f",
         {"f": file_id},
-    ).fetchone()
+    ).fetchall()[0]
     assert row is not None
     counts.lines, counts.rejected = int(row[0]) + len(direct), int(row[1]) + len(direct)
     if counts.rejected > len(direct):
@@ -764,7 +773,7 @@ def _load_file(case: Case, plan: FilePlan, file_id: int, tz: str, read_path: str
 
 def _reader_rejects(con: duckdb.DuckDBPyConnection, table: str, csv: bool) -> list[tuple[int, str, str, str]]:
     # Inside a transaction any failed statement aborts it: look the table up, never try-and-catch.
-    row = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = $t", {"t": table}).fetchone()
+    row = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = $t", {"t": table}).fetchall()[0]
     if not row or not row[0]:
         return []
     rows = con.execute(
@@ -842,7 +851,7 @@ def _flag_duplicates(con: duckdb.DuckDBPyConnection, file_id: int) -> int:
         """,
         {"f": file_id},
     )
-    row = con.execute("SELECT count(*) FROM gw_dupcand").fetchone()
+    row = con.execute("SELECT count(*) FROM gw_dupcand").fetchall()[0]
     if not row or not row[0]:
         con.execute("DROP TABLE gw_dupcand")
         return 0
@@ -861,7 +870,7 @@ def _flag_duplicates(con: duckdb.DuckDBPyConnection, file_id: int) -> int:
     )
     row = con.execute(
         "SELECT count(*) FROM gateway_requests WHERE file_id = $f AND is_duplicate", {"f": file_id}
-    ).fetchone()
+    ).fetchall()[0]
     con.execute("DROP TABLE gw_dupcand")
     return int(row[0]) if row else 0
 
@@ -1036,17 +1045,17 @@ def _ingest_one(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], ba
     # the case if the sizes match, so otherwise the hash runs alongside the load.
     same_size = con.execute(
         "SELECT count(*) FROM evidence_files WHERE size = $s", {"s": size}
-    ).fetchone()
+    ).fetchall()[0]
     digest: dict[str, str] = {}
     hasher: threading.Thread | None = None
     if same_size and same_size[0]:
         digest["sha"] = sha256_file(path)
         existing = con.execute(
             "SELECT file_id FROM evidence_files WHERE sha256 = $s ORDER BY file_id LIMIT 1", {"s": digest["sha"]}
-        ).fetchone()
+        ).fetchall()
         if existing:
-            fs.file_id = int(existing[0])
-            fs.skipped = f"already in case as file_id {existing[0]} (same sha256)"
+            fs.file_id = int(existing[0][0])
+            fs.skipped = f"already in case as file_id {existing[0][0]} (same sha256)"
             return fs
     else:
         hasher = threading.Thread(target=lambda: digest.__setitem__("sha", sha256_file(path)), daemon=True)
