@@ -24,7 +24,7 @@ import os
 import re
 import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 
 #: Bytes handed to DuckDB per insert (aligned to line ends); bounds the loader's own memory.
 CHUNK_BYTES = 32 << 20
+#: Text processed per pipeline pass: the staged lines and their classification stay in memory
+#: (no spilling) and memory is bounded for any file size.
+SEGMENT_BYTES = 128 << 20
 
 #: Rank of each rotation suffix: ``sglang.log.2.gz`` (oldest) before ``sglang.log.1.gz`` before ``sglang.log``.
 _ROTATION = re.compile(r"^(?P<base>.*?)(?:\.(?P<n>\d+))?(?:\.(?:gz|zst|zstd))?$")
@@ -188,6 +191,10 @@ class _ReadState:
     cut_line: bytes | None = None
     bad_utf8_lines: list[int] = field(default_factory=list)
     bad_utf8_count: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    rejected: list[tuple[int, str, bytes]] = field(default_factory=list)
+    carry_line: int | None = None
+    carry_ts: dt.datetime | None = None
 
 
 def _blocks(path: Path, comp: str, state: _ReadState, size: int) -> Iterator[bytes]:
@@ -259,24 +266,44 @@ def _to_arrow(chunk: bytes, first_line: int, state: _ReadState) -> pa.Table:
     return pa.table({"line_no": nos, "line": lines})
 
 
-def stage_lines(case: Case, path: Path, comp: str, state: _ReadState, chunk_bytes: int = CHUNK_BYTES) -> None:
-    """Load a file's physical lines into the temp table ``_eng_raw`` (1-based line numbers).
+def stage_lines(
+    case: Case,
+    path: Path,
+    comp: str,
+    state: _ReadState,
+    on_segment: Callable[[], None],
+    chunk_bytes: int = CHUNK_BYTES,
+    segment_bytes: int = SEGMENT_BYTES,
+) -> None:
+    """Stream a file's physical lines into the temp table ``_eng_raw`` (1-based line numbers).
 
-    The last line is kept even without a trailing newline, except when a compressed stream broke
-    off: that partial line is set aside in ``state.cut_line`` for ``rejected_lines``.
+    Every ``segment_bytes`` of text (and at the end) ``on_segment`` is called to process the
+    staged lines, then the table is emptied: memory stays bounded whatever the file size. The
+    last line is kept even without a trailing newline, except when a compressed stream broke off:
+    that partial line is set aside in ``state.cut_line`` for ``rejected_lines``.
     """
     con = case.con
     con.execute("CREATE OR REPLACE TEMP TABLE _eng_raw (line_no BIGINT, line VARCHAR)")
     pending = b""
     next_line = 1
+    staged = 0
+
+    def segment() -> None:
+        nonlocal staged
+        on_segment()
+        con.execute("CREATE OR REPLACE TEMP TABLE _eng_raw (line_no BIGINT, line VARCHAR)")
+        staged = 0
 
     def flush(data: bytes) -> None:
-        nonlocal next_line
+        nonlocal next_line, staged
         tbl = _to_arrow(data, next_line, state)
         con.register("_eng_chunk", tbl)
         con.execute("INSERT INTO _eng_raw SELECT line_no, line FROM _eng_chunk")
         con.unregister("_eng_chunk")
         next_line += tbl.num_rows
+        staged += len(data)
+        if staged >= segment_bytes:
+            segment()
 
     for block in _blocks(path, comp, state, chunk_bytes):
         data = pending + block if pending else block
@@ -291,6 +318,8 @@ def stage_lines(case: Case, path: Path, comp: str, state: _ReadState, chunk_byte
             flush(pending)
         else:
             state.cut_line = pending
+    if staged:
+        segment()
     state.lines = next_line - 1 + (1 if state.cut_line is not None else 0)
 
 
@@ -333,8 +362,8 @@ def _file_hour(src: EngineSource, tz: str) -> dt.datetime | None:
     return local.replace(tzinfo=ZoneInfo(tz)).astimezone(dt.UTC).replace(tzinfo=None)
 
 
-def _process_file(case: Case, src: EngineSource, file_id: int, tz: str, state: _ReadState) -> dict[str, int]:
-    """Classify and load the staged lines of one file; return line counts by kind."""
+def _process_segment(case: Case, src: EngineSource, file_id: int, tz: str, state: _ReadState) -> None:
+    """Classify and load the staged lines of one segment; add to the file's counts and rejects."""
     con = case.con
     con.execute(q.STAGE)
     if src.kind == "metrics":
@@ -342,15 +371,34 @@ def _process_file(case: Case, src: EngineSource, file_id: int, tz: str, state: _
     _canonical_ranks(case)
     row = con.execute("SELECT count(*) FROM _eng_cls WHERE ets = '' AND rts = ''").fetchone()
     if row and row[0]:
+        if state.carry_line is not None:
+            # The last prefixed line of the previous segment, so continuation lines at the start
+            # of this one still find the line (and time) they follow.
+            con.execute(
+                "INSERT INTO _eng_cls (line_no, pre, msg, ets, rts, rlevel, cls, ranks, ts, collector_ts, "
+                "ts_inferred, attached_to_line) VALUES ($l, '', '', 'carry', '', '', '__carry__', NULL, $t, "
+                "NULL, false, NULL)",
+                {"l": state.carry_line, "t": state.carry_ts},
+            )
         con.execute(q.INFER)
+        con.execute("DELETE FROM _eng_cls WHERE cls = '__carry__'")
     params: dict[str, Any] = {"node": src.node, "file_id": file_id}
     for sql in (q.BATCHES, q.HTTP, q.REQ_TEXT, q.TIME_STATS, q.REJECTIONS, q.EVENTS, q.ROUTER_REQUESTS,
                 q.ROUTER_EVENTS, q.FACTS, q.OTHER):
         con.execute(sql, params)
     con.execute(q.REQ_JSON, params)
     con.execute(q.REQ_METRICS, {**params, "file_hour": _file_hour(src, tz)})
-    counts = dict(con.execute("SELECT cls, count(*) FROM _eng_cls GROUP BY cls").fetchall())
-    return {str(k): int(v) for k, v in counts.items()}
+    for k, v in con.execute("SELECT cls, count(*) FROM _eng_cls GROUP BY cls").fetchall():
+        state.counts[str(k)] = state.counts.get(str(k), 0) + int(v)
+    state.rejected.extend(
+        (int(ln), str(reason), _redact_raw(str(raw).encode("utf-8")))
+        for ln, reason, raw in con.execute(q.REJECTS).fetchall()
+    )
+    last = con.execute(
+        "SELECT line_no, ts FROM _eng_cls WHERE ets <> '' OR rts <> '' ORDER BY line_no DESC LIMIT 1"
+    ).fetchone()
+    if last:
+        state.carry_line, state.carry_ts = int(last[0]), last[1]
 
 
 #: Canonical order of rank tags (the newest releases' order).
@@ -556,6 +604,7 @@ def ingest_engine(
     tz: str = "UTC",
     quiet: bool = True,
     chunk_bytes: int = CHUNK_BYTES,
+    segment_bytes: int = SEGMENT_BYTES,
     **options: Any,
 ) -> IngestSummary:
     """Load SGLang engine/router logs (``[NODE=]PATH`` items) and rebuild ``engine_starts``.
@@ -582,7 +631,7 @@ def ingest_engine(
         for src in sources:
             if bar is not None:
                 bar.update(bar.task_ids[0], file=src.path.name)
-            fs = _ingest_one(case, src, tz, kinds, samples)
+            fs = _ingest_one(case, src, tz, kinds, samples, chunk_bytes, segment_bytes)
             summary.files.append(fs)
             if fs.skipped is None:
                 touched.add(src.node)
@@ -598,7 +647,10 @@ def ingest_engine(
     return summary
 
 
-def _ingest_one(case: Case, src: EngineSource, tz: str, kinds: dict[str, int], samples: list[str]) -> FileSummary:
+def _ingest_one(
+    case: Case, src: EngineSource, tz: str, kinds: dict[str, int], samples: list[str],
+    chunk_bytes: int, segment_bytes: int,
+) -> FileSummary:
     digest = sha256_file(src.path)
     fmt = "sglang-request-metrics" if src.kind == "metrics" else "sglang"
     reg = register_file(
@@ -613,12 +665,12 @@ def _ingest_one(case: Case, src: EngineSource, tz: str, kinds: dict[str, int], s
         return fs
     fs.file_id = reg.file_id
     state = _ReadState()
-    stage_lines(case, src.path, reg.compression, state)
-    counts = _process_file(case, src, reg.file_id, tz, state)
-    rejected: list[tuple[int, str, bytes]] = [
-        (int(ln), str(reason), _redact_raw(str(raw).encode("utf-8")))
-        for ln, reason, raw in case.con.execute(q.REJECTS).fetchall()
-    ]
+    file_id = reg.file_id
+    stage_lines(case, src.path, reg.compression, state,
+                on_segment=lambda: _process_segment(case, src, file_id, tz, state),
+                chunk_bytes=chunk_bytes, segment_bytes=segment_bytes)
+    counts = state.counts
+    rejected = state.rejected
     if state.cut_line is not None:
         rejected.append((state.lines, "line cut off by the end of a truncated compressed stream",
                          _redact_raw(state.cut_line)))

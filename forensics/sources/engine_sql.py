@@ -232,11 +232,16 @@ UPDATE _eng_cls SET ts = coalesce(_eng_cls.ts, x.collector_ts, x.prev_ts),
 FROM (
     -- Unprefixed lines are few: group consecutive ones into islands (line_no - row_number); the
     -- line before an island is the prefixed line they follow (line numbers are dense).
-    SELECT u.line_no, u.collector_ts, nullif(u.island - 1, 0) AS prev_line, p.ts AS prev_ts
+    -- An island at the start of a segment follows the previous segment's last prefixed line
+    -- (the '__carry__' row).
+    SELECT u.line_no, u.collector_ts,
+           CASE WHEN p.line_no IS NOT NULL THEN p.line_no ELSE k.line_no END AS prev_line,
+           CASE WHEN p.line_no IS NOT NULL THEN p.ts ELSE k.ts END AS prev_ts
     FROM (SELECT line_no, collector_ts, min(line_no) OVER (PARTITION BY grp) AS island
           FROM (SELECT line_no, collector_ts, line_no - row_number() OVER (ORDER BY line_no) AS grp
                 FROM _eng_cls WHERE ets = '' AND rts = '')) u
     LEFT JOIN _eng_cls p ON p.line_no = u.island - 1
+    LEFT JOIN (SELECT line_no, ts FROM _eng_cls WHERE cls = '__carry__') k ON true
 ) x
 WHERE _eng_cls.line_no = x.line_no
 """
