@@ -394,7 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     suite.load_before = report.loadavg()
     suite.analysis_functions = available_analysis()
     suite.output_functions = available_outputs()
-    _log(opts, f"scales {[s for s, _ in opts.scales]}, {opts.runs} run(s), steps {','.join(opts.groups)}; "
+    plan = ", ".join(f"{s} ({'+'.join(opts.groups_for(s))})" for s, _ in opts.scales)
+    _log(opts, f"scales {plan}; {opts.runs} run(s); "
                f"analysis functions found: {', '.join(suite.analysis_functions) or 'none'}; "
                f"outputs found: {', '.join(suite.output_functions) or 'none'}")
     for label, requests in opts.scales:
