@@ -47,10 +47,10 @@ if TYPE_CHECKING:
     from forensics.case import Case
 
 #: Bytes handed to DuckDB per insert (aligned to line ends); bounds the loader's own memory.
-CHUNK_BYTES = 32 << 20
+CHUNK_BYTES = 16 << 20
 #: Text processed per pipeline pass: the staged lines and their classification stay in memory
 #: (no spilling) and memory is bounded for any file size.
-SEGMENT_BYTES = 128 << 20
+SEGMENT_BYTES = 64 << 20
 
 #: Rank of each rotation suffix: ``sglang.log.2.gz`` (oldest) before ``sglang.log.1.gz`` before ``sglang.log``.
 _ROTATION = re.compile(r"^(?P<base>.*?)(?:\.(?P<n>\d+))?(?:\.(?:gz|zst|zstd))?$")
