@@ -85,6 +85,11 @@ SAMPLE_RECORDS = 200
 
 _SAMPLE_BYTES = 256 * 1024
 
+#: Small line-oriented files of one spec are loaded together (planning costs more than reading them).
+BATCH_FILE_BYTES = 8 * 1024 * 1024
+BATCH_MAX_FILES = 64
+BATCH_MAX_BYTES = 64 * 1024 * 1024
+
 
 def _lit(text: str) -> str:
     """A SQL string literal."""
@@ -559,6 +564,135 @@ def _source_sql(plan: FilePlan, read_path: str, comp: str, rejects: str) -> str:
     )
 
 
+def _top_level(field_name: str) -> tuple[str, str | None]:
+    """Split a field into its top-level key and the JSON path inside it (None for the key itself).
+
+    Example:
+        >>> _top_level('$.RequestHeaders."x-request-id"')
+        ('RequestHeaders', '$."x-request-id"')
+        >>> _top_level("gen_ai.usage.input_tokens")
+        ('gen_ai.usage.input_tokens', None)
+    """
+    if not field_name.startswith("$"):
+        return field_name, None
+    m = re.match(r'^\$\.(?:"((?:[^"\\]|\\.)*)"|([^.\["]+))(.*)$', field_name)
+    if m is None:
+        raise InputError(f"unsupported field path {field_name!r}", hint='use $.key or $."key".sub')
+    key = m.group(1) if m.group(1) is not None else m.group(2)
+    rest = m.group(3)
+    return key.replace('\\"', '"'), ("$" + rest if rest else None)
+
+
+def fast_path_ok(plan: FilePlan) -> bool:
+    """True when DuckDB's own NDJSON reader can parse this file (see :func:`_read_json_source`)."""
+    if plan.sniff.container != "ndjson" or plan.spec.container == "otlp" or plan.spec.line_regex:
+        return False
+    keys = [_top_level(f)[0] for f in plan.spec.all_fields()]
+    # DuckDB column names are case-insensitive: Metadata and metadata cannot both be columns
+    return len({k.lower() for k in set(keys)}) == len(set(keys))
+
+
+def _read_json_source(plan: FilePlan, path: str, comp: str, file_id: int) -> str:
+    """SQL of ``(fid, rn, line, f)`` parsed by ``read_json`` (the parser a bare load uses).
+
+    Every physical line becomes a row (unparseable ones all NULL) except blank lines, which the
+    reader skips: the caller checks the row count against the file's line count.
+    """
+    fields = plan.spec.all_fields()
+    keys = list(dict.fromkeys(_top_level(f)[0] for f in fields))
+    cols = "{" + ", ".join(f"{_lit(k)}: 'VARCHAR'" for k in keys) + "}"
+
+    def ref(field_name: str) -> str:
+        key, sub = _top_level(field_name)
+        ident = '"' + key.replace('"', '""') + '"'
+        return ident if sub is None else f"gw_json_get({ident}, {_lit(sub)})"
+
+    f = "[" + ", ".join(ref(x) for x in fields) + "]"
+    return (
+        f"SELECT {int(file_id)} AS fid, row_number() OVER () AS rn, NULL::VARCHAR AS line, {f} AS f "
+        f"FROM read_json({_lit(path)}, format='newline_delimited', ignore_errors=true, columns={cols}, "
+        f"maximum_object_size=16777216, compression={_lit(_duck_compression(comp))})"
+    )
+
+
+@dataclass
+class Scan:
+    """One pass over a file's bytes: sha256, physical line count, blank lines, seek points."""
+
+    sha: str = ""
+    lines: int = 0
+    blank: bool = False
+    #: (byte offset, lines before it) every few MB of a plain file, to fetch a line without a full read
+    marks: list[tuple[int, int]] | None = None
+
+
+def scan_file(path: Path) -> Scan:
+    """Hash the file and count its decompressed lines in one pass (runs beside the load).
+
+    Example:
+        >>> import tempfile; p = Path(tempfile.mkdtemp()) / "a"; _ = p.write_bytes(b"a\n\nb")
+        >>> s = scan_file(p); (s.lines, s.blank)
+        (3, True)
+    """
+    import hashlib
+
+    h = hashlib.sha256()
+    comp = compression_of(path)
+    out = Scan(marks=[] if comp == "none" else None)
+    last = b"\n"  # a file starting with a newline starts with a blank line
+    total = 0
+
+    def feed(data: bytes) -> None:
+        nonlocal last, total
+        if not data:
+            return
+        if out.marks is not None:
+            out.marks.append((total, out.lines))
+        total += len(data)
+        out.lines += data.count(b"\n")
+        joined = last[-2:] + data
+        if not out.blank and (b"\n\n" in joined or b"\n\r\n" in joined):
+            out.blank = True
+        last = data
+
+    with open(path, "rb") as fh:
+        if comp == "gzip":
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            ok = True
+            while block := fh.read(1 << 22):
+                h.update(block)
+                if not ok:
+                    continue  # a corrupt stream: keep hashing; the loader reports the damage
+                try:
+                    feed(d.decompress(block))
+                    while d.eof and d.unused_data:
+                        rest = d.unused_data
+                        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                        feed(d.decompress(rest))
+                except zlib.error:
+                    ok = False
+        elif comp == "zstd":
+            import zstandard
+
+            dz = zstandard.ZstdDecompressor().decompressobj()
+            zok = True
+            while block := fh.read(1 << 22):
+                h.update(block)
+                if zok:
+                    try:
+                        feed(dz.decompress(block))
+                    except zstandard.ZstdError:
+                        zok = False
+        else:
+            while block := fh.read(1 << 22):
+                h.update(block)
+                feed(block)
+    if total and not last.endswith(b"\n"):
+        out.lines += 1
+    out.sha = h.hexdigest()
+    return out
+
+
 def _value_sql(col: Col, idx: dict[str, int]) -> str:
     parts = [f"gw_str(f[{idx[f]}])" for f in col.fields]
     v = parts[0] if len(parts) == 1 else f"coalesce({', '.join(parts)})"
@@ -593,7 +727,7 @@ CANONICAL_INSERT_COLUMNS = (
 )
 
 
-def _records_sql(plan: FilePlan, src: str, tz: str) -> str:
+def _records_sql(plan: FilePlan, src: str, tz: str, parsed: bool = False) -> str:
     """SQL of the parsed records: rn, line, keep, raw_start, raw_end, dur_us and c_<column>s.
 
     ``f`` (all fields of a record, one JSON parse per line) is referenced only by plain column
@@ -624,30 +758,34 @@ def _records_sql(plan: FilePlan, src: str, tz: str) -> str:
     keep = "true"
     if spec.keep_sql:
         keep = re.sub(r"\{f:([^}]+)\}", lambda m: f"f[{idx[m.group(1)]}]", spec.keep_sql)
+    inner = src if parsed else (
+        f"SELECT fid, rn, line, try(json_extract_string({rec}, {paths})) AS f "
+        f"FROM (SELECT fid, rn, CAST(line AS VARCHAR) AS line FROM ({src}))"
+    )
     return f"""
-    SELECT rn, line, f, coalesce({keep}, false) AS keep,
+    SELECT fid, rn, line, f, coalesce({keep}, false) AS keep,
         {vals.get("ts_start", "NULL::VARCHAR")} AS raw_start,
         {vals.get("ts_end", "NULL::VARCHAR")} AS raw_end,
         CAST(TRY_CAST({vals.get("duration", "NULL::VARCHAR")} AS DOUBLE) * gw_us_factor({_lit(dur_unit)}) AS BIGINT) AS dur_us{typed}
-    FROM (
-        SELECT rn, line, try(json_extract_string({rec}, {paths})) AS f
-        FROM (SELECT rn, CAST(line AS VARCHAR) AS line FROM ({src}))
+    FROM ({inner}
     )"""
 
 
 def build_insert_sql(
-    plan: FilePlan, *, read_path: str, comp: str, rejects: str, file_id: int, tz: str, source: str | None = None
+    plan: FilePlan, *, read_path: str, comp: str, rejects: str, file_id: int, tz: str, source: str | None = None,
+    parsed: bool = False,
 ) -> str:
     """The one ``INSERT ... SELECT`` that loads a file (good rows and rejected lines alike).
 
     A line that cannot be loaded is written with ``ts_start = NULL`` (every loaded row has one)
     and the raw line in ``in_band_error``; before the file's transaction commits it is moved to
     ``rejected_lines`` with its reason (:func:`reasons_sql`). This keeps the load to a single pass
-    over the (possibly compressed) source.
+    over the (possibly compressed) source. ``source``, when given, is SQL of ``(fid, rn, line)``
+    rows (several files at once, or repaired lines), or with ``parsed`` of ``(fid, rn, line, f)``.
     """
     spec = plan.spec
     tz = spec.tz or tz
-    src = source or _source_sql(plan, read_path, comp, rejects)
+    src = source or f"SELECT {int(file_id)} AS fid, rn, line FROM ({_source_sql(plan, read_path, comp, rejects)})"
     cols = spec.columns
     start, end = cols.get("ts_start"), cols.get("ts_end")
 
@@ -675,18 +813,18 @@ SELECT {out('request_id')}, {out('header_request_id')}, {out('tenant_id')}, {out
     {out('prompt_tokens')}, {out('completion_tokens')}, {tokens},
     {out('request_bytes')}, {out('response_bytes')}, {out('streamed')},
     CASE WHEN ts_start IS NULL THEN coalesce(line, '') ELSE {out('in_band_error')} END,
-    {out('upstream')}, {_lit(spec.layer)}, {_lit(spec.name)}, false, {int(file_id)}, rn
+    {out('upstream')}, {_lit(spec.layer)}, {_lit(spec.name)}, false, fid, rn
 FROM (
     SELECT *,
         CASE WHEN keep THEN coalesce({ts_of('raw_start', start)}, {ts_of('raw_end', end)} - to_microseconds(dur_us)) END AS ts_start,
         CASE WHEN keep THEN coalesce({ts_of('raw_end', end)}, {ts_of('raw_start', start)} + to_microseconds(dur_us)) END AS ts_end
-    FROM ({_records_sql(plan, src, tz)})
+    FROM ({_records_sql(plan, src, tz, parsed)})
 )
 """
 
 
-def reasons_sql(plan: FilePlan, *, file_id: int, tz: str) -> str:
-    """SELECT (line_no, reason, raw) for the rejected lines of a file still in gateway_requests."""
+def reasons_sql(plan: FilePlan, *, file_ids: list[int], tz: str) -> str:
+    """SELECT (fid, rn, reason, raw) for the rejected lines of files still in gateway_requests."""
     spec = plan.spec
     text = plan.sniff.container == "text" or spec.line_regex is not None
     if text:
@@ -697,10 +835,11 @@ def reasons_sql(plan: FilePlan, *, file_id: int, tz: str) -> str:
     ts_fields = ", ".join(dict.fromkeys(
         [*(spec.columns["ts_start"].fields if "ts_start" in spec.columns else ()),
          *(spec.columns["ts_end"].fields if "ts_end" in spec.columns else ())]))
-    src = (f"SELECT line_no AS rn, in_band_error AS line FROM gateway_requests "
-           f"WHERE file_id = {int(file_id)} AND ts_start IS NULL")
+    ids = ", ".join(str(int(i)) for i in file_ids)
+    src = (f"SELECT file_id AS fid, line_no AS rn, in_band_error AS line FROM gateway_requests "
+           f"WHERE file_id IN ({ids}) AND ts_start IS NULL")
     return f"""
-SELECT rn, CASE WHEN line IS NULL OR trim(line) = '' THEN 'empty line'
+SELECT fid, rn, CASE WHEN line IS NULL OR trim(line) = '' THEN 'empty line'
     WHEN f IS NULL OR (json_valid(line) AND NOT {'true' if text else "json_type(line) = 'OBJECT'"}) THEN {parse_fail}
     WHEN NOT keep THEN {_lit(spec.keep_reason or 'filtered out')}
     WHEN raw_start IS NULL AND raw_end IS NULL THEN {_lit('missing timestamp (' + ts_fields + ')')}
@@ -720,55 +859,156 @@ class _Counts:
     duplicate: int = 0
 
 
-def _load_file(case: Case, plan: FilePlan, file_id: int, tz: str, read_path: str, comp: str) -> _Counts:
+@dataclass
+class _Item:
+    """One file of a load: its plan, evidence id and the path actually read."""
+
+    plan: FilePlan
+    file_id: int
+    read_path: str
+    comp: str
+
+    @property
+    def rejects(self) -> str:
+        return f"gw_rejects_{self.file_id}"
+
+
+def _load_files(case: Case, items: list[_Item], tz: str) -> dict[int, _Counts]:
+    """Load files that share one spec with a single INSERT; return the counts per file_id.
+
+    Planning the statement costs tens of milliseconds, which dominates for the many small hourly
+    files of a Logpush bucket: they are loaded together, each with its own file_id and numbering.
+    """
     con = case.con
-    rejects = f"gw_rejects_{file_id}"
-    con.execute(f"DROP TABLE IF EXISTS {rejects}")
-    con.execute(f"DROP TABLE IF EXISTS {rejects}_scan")
-    sql = build_insert_sql(plan, read_path=read_path, comp=comp, rejects=rejects, file_id=file_id, tz=tz)
-    con.execute(sql)
-    counts = _Counts()
-    # reader-level rejects (invalid UTF-8, over-long lines, CSV rows with the wrong field count)
-    reader_rejects = _reader_rejects(con, rejects, plan.sniff.container == "csv")
-    direct: list[tuple[int, str, bytes]] = []
-    if reader_rejects:
-        _fix_line_numbers(con, file_id, [ln for ln, _, _, _ in reader_rejects])
-        lines_kind = plan.sniff.container in ("ndjson", "text") and plan.spec.container != "otlp"
-        raws = _raw_lines(Path(read_path), comp, {ln for ln, _, _, _ in reader_rejects}) if lines_kind else {}
-        repair: list[tuple[int, str]] = []
-        for ln, etype, reason, fallback in reader_rejects:
-            raw = raws.get(ln) or fallback.encode()
-            if etype == "INVALID ENCODING" and ln in raws:
-                # A stray non-UTF-8 byte (say in a user-agent) does not make the record unreadable:
-                # parse it with U+FFFD in place of the bad bytes, like any other line.
-                repair.append((ln, raws[ln].decode("utf-8", errors="replace")))
-            else:
-                direct.append((ln, reason, raw))
-        if repair:
-            con.execute("CREATE OR REPLACE TEMP TABLE gw_fixlines (rn BIGINT, line VARCHAR)")
-            con.executemany("INSERT INTO gw_fixlines VALUES (?, ?)", repair)
-            con.execute(build_insert_sql(plan, read_path=read_path, comp=comp, rejects=rejects,
-                                         file_id=file_id, tz=tz, source="SELECT rn, line FROM gw_fixlines"))
-            con.execute("DROP TABLE gw_fixlines")
-        if direct:
-            store_rejected(case, file_id, direct)
-    row = con.execute(
-        "SELECT count(*), count(*) FILTER (WHERE ts_start IS NULL) FROM gateway_requests WHERE file_id = $f",
-        {"f": file_id},
-    ).fetchall()[0]
-    assert row is not None
-    counts.lines, counts.rejected = int(row[0]) + len(direct), int(row[1]) + len(direct)
-    if counts.rejected > len(direct):
+    plan = items[0].plan
+    for it in items:
+        con.execute(f"DROP TABLE IF EXISTS {it.rejects}")
+        con.execute(f"DROP TABLE IF EXISTS {it.rejects}_scan")
+    source = " UNION ALL ".join(
+        f"SELECT {it.file_id} AS fid, rn, line FROM ({_source_sql(it.plan, it.read_path, it.comp, it.rejects)})"
+        for it in items
+    )
+    con.execute(build_insert_sql(plan, read_path=items[0].read_path, comp=items[0].comp,
+                                 rejects=items[0].rejects, file_id=items[0].file_id, tz=tz, source=source))
+    direct_n: dict[int, int] = {}
+    for it in items:
+        direct_n[it.file_id] = _reader_level_rejects(case, it, tz)
+    return _finish_load(case, items, direct_n, tz)
+
+
+def _finish_load(case: Case, items: list[_Item], direct_n: dict[int, int], tz: str) -> dict[int, _Counts]:
+    """Count, move rejected lines out with their reasons, flag duplicates; counts per file_id."""
+    con = case.con
+    plan = items[0].plan
+    ids = [it.file_id for it in items]
+    id_list = ", ".join(str(i) for i in ids)
+    got = con.execute(
+        f"SELECT file_id, count(*), count(*) FILTER (WHERE ts_start IS NULL) FROM gateway_requests "
+        f"WHERE file_id IN ({id_list}) GROUP BY file_id"
+    ).fetchall()
+    counts = {i: _Counts(lines=direct_n.get(i, 0), rejected=direct_n.get(i, 0)) for i in ids}
+    for fid, n, rej in got:
+        counts[int(fid)].lines += int(n)
+        counts[int(fid)].rejected += int(rej)
+    if any(int(rej) for _, _, rej in got):
         con.execute(
             f"""INSERT INTO rejected_lines
-                SELECT {int(file_id)}, rn, reason, raw[1:{RAW_CAP}], octet_length(raw)
-                FROM ({reasons_sql(plan, file_id=file_id, tz=tz)}) ORDER BY rn"""
+                SELECT fid, rn, reason, raw[1:{RAW_CAP}], octet_length(raw)
+                FROM ({reasons_sql(plan, file_ids=ids, tz=tz)}) ORDER BY fid, rn"""
         )
-        con.execute("DELETE FROM gateway_requests WHERE file_id = $f AND ts_start IS NULL", {"f": file_id})
-    counts.duplicate = _flag_duplicates(con, file_id)
-    for t in (rejects, rejects + "_scan"):
-        con.execute(f"DROP TABLE IF EXISTS {t}")
+        con.execute(f"DELETE FROM gateway_requests WHERE file_id IN ({id_list}) AND ts_start IS NULL")
+    for fid, n in _flag_duplicates(con, ids).items():
+        counts[fid].duplicate = n
+    for it in items:
+        con.execute(f"DROP TABLE IF EXISTS {it.rejects}")
+        con.execute(f"DROP TABLE IF EXISTS {it.rejects}_scan")
     return counts
+
+
+def _load_fast(case: Case, it: _Item, tz: str, get_scan: Any) -> _Counts | None:
+    """Load an NDJSON file through ``read_json``; None when its rows do not match its lines.
+
+    ``read_json`` skips blank lines, so its row number is the physical line number only when the
+    file has none: the row count is checked against :func:`scan_file`'s line count (computed
+    beside the load). Lines it could not parse come back as all-NULL rows, are rejected, and get
+    their raw bytes (and reasons) from the source file afterwards.
+    """
+    con = case.con
+    plan = it.plan
+    con.execute(build_insert_sql(plan, read_path=it.read_path, comp=it.comp, rejects=it.rejects,
+                                 file_id=it.file_id, tz=tz, parsed=True,
+                                 source=_read_json_source(plan, it.read_path, it.comp, it.file_id)))
+    scan: Scan = get_scan()
+    n = con.execute("SELECT count(*) FROM gateway_requests WHERE file_id = $f", {"f": it.file_id}).fetchall()[0][0]
+    if scan.blank or int(n) != scan.lines:
+        return None
+    bad = [r[0] for r in con.execute(
+        "SELECT line_no FROM gateway_requests WHERE file_id = $f AND ts_start IS NULL", {"f": it.file_id}
+    ).fetchall()]
+    if bad:
+        raws = _raw_lines(Path(it.read_path), it.comp, set(bad), scan.marks)
+        text: list[tuple[int, str]] = []
+        repair: list[tuple[int, str]] = []
+        for ln in bad:
+            raw = raws.get(ln, b"")
+            try:
+                text.append((ln, raw.decode("utf-8")))
+            except UnicodeDecodeError:
+                repair.append((ln, raw.decode("utf-8", errors="replace")))
+        con.execute("CREATE OR REPLACE TEMP TABLE gw_rawtext (rn BIGINT, line VARCHAR)")
+        if text:
+            con.executemany("INSERT INTO gw_rawtext VALUES (?, ?)", text)
+            con.execute("UPDATE gateway_requests g SET in_band_error = r.line FROM gw_rawtext r "
+                        "WHERE g.file_id = $f AND g.line_no = r.rn AND g.ts_start IS NULL", {"f": it.file_id})
+        if repair:
+            # non-UTF-8 bytes (say in a user-agent): parse the line with U+FFFD in their place
+            con.execute("DELETE FROM gw_rawtext")
+            con.executemany("INSERT INTO gw_rawtext VALUES (?, ?)", repair)
+            con.execute("DELETE FROM gateway_requests g WHERE g.file_id = $f AND g.ts_start IS NULL "
+                        "AND g.line_no IN (SELECT rn FROM gw_rawtext)", {"f": it.file_id})
+            con.execute(build_insert_sql(plan, read_path=it.read_path, comp=it.comp, rejects=it.rejects,
+                                         file_id=it.file_id, tz=tz,
+                                         source=f"SELECT {it.file_id} AS fid, rn, line FROM gw_rawtext"))
+        con.execute("DROP TABLE gw_rawtext")
+    return _finish_load(case, [it], {}, tz)[it.file_id]
+
+
+def _reader_level_rejects(case: Case, it: _Item, tz: str) -> int:
+    """Handle the lines DuckDB's reader itself refused; return how many were rejected outright.
+
+    Invalid UTF-8 lines are re-read from the source and parsed with U+FFFD in place of the bad
+    bytes (a stray byte in a user-agent does not make a record unreadable); over-long lines and
+    CSV rows with the wrong field count are rejected with their raw bytes.
+    """
+    con = case.con
+    plan = it.plan
+    reader_rejects = _reader_rejects(con, it.rejects, plan.sniff.container == "csv")
+    if not reader_rejects:
+        return 0
+    _fix_line_numbers(con, it.file_id, [ln for ln, _, _, _ in reader_rejects])
+    lines_kind = plan.sniff.container in ("ndjson", "text") and plan.spec.container != "otlp"
+    raws = _raw_lines(Path(it.read_path), it.comp, {ln for ln, _, _, _ in reader_rejects}) if lines_kind else {}
+    repair: list[tuple[int, str]] = []
+    direct: list[tuple[int, str, bytes]] = []
+    for ln, etype, reason, fallback in reader_rejects:
+        if etype == "INVALID ENCODING" and ln in raws:
+            repair.append((ln, raws[ln].decode("utf-8", errors="replace")))
+        else:
+            direct.append((ln, reason, raws.get(ln) or fallback.encode()))
+    if repair:
+        con.execute("CREATE OR REPLACE TEMP TABLE gw_fixlines (rn BIGINT, line VARCHAR)")
+        con.executemany("INSERT INTO gw_fixlines VALUES (?, ?)", repair)
+        con.execute(build_insert_sql(plan, read_path=it.read_path, comp=it.comp, rejects=it.rejects,
+                                     file_id=it.file_id, tz=tz,
+                                     source=f"SELECT {it.file_id} AS fid, rn, line FROM gw_fixlines"))
+        con.execute("DROP TABLE gw_fixlines")
+    if direct:
+        store_rejected(case, it.file_id, direct)
+    return len(direct)
+
+
+def _load_file(case: Case, plan: FilePlan, file_id: int, tz: str, read_path: str, comp: str) -> _Counts:
+    return _load_files(case, [_Item(plan, file_id, read_path, comp)], tz)[file_id]
 
 
 def _reader_rejects(con: duckdb.DuckDBPyConnection, table: str, csv: bool) -> list[tuple[int, str, str, str]]:
@@ -815,10 +1055,39 @@ def _fix_line_numbers(con: duckdb.DuckDBPyConnection, file_id: int, rejected: li
     con.execute("DROP TABLE gw_shift")
 
 
-def _raw_lines(path: Path, comp: str, wanted: set[int]) -> dict[int, bytes]:
-    """The original bytes of a few physical lines (the reader only shows them lossily)."""
+def _raw_lines(path: Path, comp: str, wanted: set[int],
+               marks: list[tuple[int, int]] | None = None) -> dict[int, bytes]:
+    """The original bytes of a few physical lines (readers show them lossily, or not at all).
+
+    With ``marks`` (seek points of a plain file, from :func:`scan_file`) only the blocks holding
+    the wanted lines are read; otherwise the file is streamed up to the last wanted line.
+    """
     out: dict[int, bytes] = {}
     if not wanted:
+        return out
+    if marks and comp == "none":
+        import bisect
+
+        firsts = [lines_before for _, lines_before in marks]
+        with open(path, "rb") as fh:
+            for n in sorted(wanted):
+                # the last block that starts no later than line n can start
+                offset, before = marks[max(0, bisect.bisect_right(firsts, n - 2) - 1)]
+                ln = 0
+                if offset:
+                    fh.seek(offset - 1)
+                    if fh.read(1) == b"\n":
+                        ln = before  # the block starts a line: the next one read is before + 1
+                    else:
+                        fh.readline()  # skip the rest of line before + 1
+                        ln = before + 1
+                else:
+                    fh.seek(0)
+                for raw in fh:
+                    ln += 1
+                    if ln == n:
+                        out[n] = raw.rstrip(b"\r\n")
+                        break
         return out
     last = max(wanted)
     try:
@@ -833,30 +1102,33 @@ def _raw_lines(path: Path, comp: str, wanted: set[int]) -> dict[int, bytes]:
     return out
 
 
-def _flag_duplicates(con: duckdb.DuckDBPyConnection, file_id: int) -> int:
-    """Flag delivery-retry copies (same layer, request_id, ts_start, ts_end) of this file's rows."""
+def _flag_duplicates(con: duckdb.DuckDBPyConnection, file_ids: list[int]) -> dict[int, int]:
+    """Flag delivery-retry copies (same layer, request_id, ts_start, ts_end) among these files' rows.
+
+    The first occurrence in the case (lowest file_id, then line) stays the original; files are
+    loaded in order, so a copy in a later file or later line is the one flagged.
+    """
+    ids = ", ".join(str(int(i)) for i in file_ids)
     # A 64-bit hash narrows the candidates cheaply; the exact comparison is done on those only.
     con.execute(
-        """
+        f"""
         CREATE OR REPLACE TEMP TABLE gw_dupcand AS
         WITH mine AS (
             SELECT hash(layer, request_id, ts_start, ts_end) AS h FROM gateway_requests
-            WHERE file_id = $f AND request_id IS NOT NULL
+            WHERE file_id IN ({ids}) AND request_id IS NOT NULL
         )
         SELECT h FROM mine GROUP BY h HAVING count(*) > 1
         UNION
         SELECT h FROM mine WHERE h IN (
             SELECT hash(layer, request_id, ts_start, ts_end) FROM gateway_requests
-            WHERE file_id <> $f AND request_id IS NOT NULL)
-        """,
-        {"f": file_id},
-    )
-    row = con.execute("SELECT count(*) FROM gw_dupcand").fetchall()[0]
-    if not row or not row[0]:
-        con.execute("DROP TABLE gw_dupcand")
-        return 0
-    con.execute(
+            WHERE file_id NOT IN ({ids}) AND request_id IS NOT NULL)
         """
+    )
+    if not con.execute("SELECT count(*) FROM gw_dupcand").fetchall()[0][0]:
+        con.execute("DROP TABLE gw_dupcand")
+        return {}
+    con.execute(
+        f"""
         UPDATE gateway_requests SET is_duplicate = true WHERE rowid IN (
             SELECT rid FROM (
                 SELECT rowid AS rid, file_id,
@@ -864,15 +1136,14 @@ def _flag_duplicates(con: duckdb.DuckDBPyConnection, file_id: int) -> int:
                                           ORDER BY file_id, line_no, rowid) AS k
                 FROM gateway_requests
                 WHERE request_id IS NOT NULL AND hash(layer, request_id, ts_start, ts_end) IN (SELECT h FROM gw_dupcand)
-            ) WHERE k > 1 AND file_id = $f)
-        """,
-        {"f": file_id},
+            ) WHERE k > 1 AND file_id IN ({ids}))
+        """
     )
-    row = con.execute(
-        "SELECT count(*) FROM gateway_requests WHERE file_id = $f AND is_duplicate", {"f": file_id}
-    ).fetchall()[0]
+    rows = con.execute(
+        f"SELECT file_id, count(*) FROM gateway_requests WHERE file_id IN ({ids}) AND is_duplicate GROUP BY file_id"
+    ).fetchall()
     con.execute("DROP TABLE gw_dupcand")
-    return int(row[0]) if row else 0
+    return {int(f): int(n) for f, n in rows}
 
 
 # -- required fields ----------------------------------------------------------------------------------
@@ -1023,15 +1294,105 @@ def ingest_gateway(
     summary = IngestSummary()
     total_bytes = sum(p.stat().st_size for p in files)
     with progress_bar(quiet, total_bytes, "gateway") as bar:
-        for plan in plans:
+        for batch in _batches(plans):
             if bar is not None:
-                bar.update(bar.task_ids[0], file=plan.path.name)
-            fs = _ingest_one(case, plan, tz, options, bar)
-            summary.files.append(fs)
+                bar.update(bar.task_ids[0], file=batch[0].path.name)
+            done = (_ingest_batch(case, batch, tz, options) if len(batch) > 1
+                    else [_ingest_one(case, batch[0], tz, options, bar)])
+            summary.files.extend(done)
             if bar is not None:
-                bar.advance(bar.task_ids[0], fs.size)
+                bar.advance(bar.task_ids[0], sum(f.size for f in done))
     summary.elapsed_s = time.perf_counter() - t0
     return summary
+
+
+def _batchable(plan: FilePlan) -> bool:
+    return (plan.sniff.container in ("ndjson", "text") and plan.spec.container != "otlp"
+            and plan.path.stat().st_size < BATCH_FILE_BYTES)
+
+
+def _batches(plans: list[FilePlan]) -> Iterator[list[FilePlan]]:
+    """Group consecutive small line-oriented files of one spec (loaded by one statement)."""
+    batch: list[FilePlan] = []
+    size = 0
+    for plan in plans:
+        fits = (batch and _batchable(plan) and plan.spec == batch[0].spec
+                and plan.sniff.container == batch[0].sniff.container
+                and len(batch) < BATCH_MAX_FILES and size + plan.path.stat().st_size <= BATCH_MAX_BYTES)
+        if batch and not fits:
+            yield batch
+            batch, size = [], 0
+        batch.append(plan)
+        size += plan.path.stat().st_size
+        if not _batchable(plan):
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _opts(plan: FilePlan, tz: str, options: dict[str, Any]) -> dict[str, Any]:
+    spec = plan.spec
+    opts = {"format": spec.name, "tz": spec.tz or tz, "container": plan.sniff.container, **options}
+    if spec.source != "preset":
+        opts["mapping"] = str(Path(spec.source).resolve())
+    return opts
+
+
+def _existing_file_id(con: duckdb.DuckDBPyConnection, sha: str) -> int | None:
+    rows = con.execute(
+        "SELECT file_id FROM evidence_files WHERE sha256 = $s ORDER BY file_id LIMIT 1", {"s": sha}
+    ).fetchall()
+    return int(rows[0][0]) if rows else None
+
+
+def _ingest_batch(case: Case, plans: list[FilePlan], tz: str, options: dict[str, Any]) -> list[FileSummary]:
+    """Load several small files in one transaction and one INSERT; fall back to one by one."""
+    con = case.con
+    summaries: list[FileSummary] = []
+    todo: list[tuple[FilePlan, FileSummary, str]] = []
+    seen: dict[str, str] = {}
+    for plan in plans:
+        fs = FileSummary(path=str(plan.path), kind="gateway", format=plan.spec.name, layer=plan.spec.layer,
+                         size=plan.path.stat().st_size, detected=plan.detected)
+        summaries.append(fs)
+        sha = sha256_file(plan.path)
+        existing = _existing_file_id(con, sha)
+        if existing is not None:
+            fs.file_id = existing
+            fs.skipped = f"already in case as file_id {existing} (same sha256)"
+        elif sha in seen:
+            fs.skipped = f"same bytes as {seen[sha]} (same sha256)"
+        else:
+            seen[sha] = str(plan.path)
+            todo.append((plan, fs, sha))
+    if not todo:
+        return summaries
+    con.execute("BEGIN TRANSACTION")
+    try:
+        items = []
+        for plan, fs, sha in todo:
+            rec = register_file(case, plan.path, kind="gateway", format=plan.spec.name, layer=plan.spec.layer,
+                                tz=plan.spec.tz or tz, options=_opts(plan, tz, options), sha256=sha)
+            assert not isinstance(rec, int)
+            fs.file_id = rec.file_id
+            items.append(_Item(plan, rec.file_id, str(plan.path), compression_of(plan.path)))
+        counts = _load_files(case, items, tz)
+        for _plan, fs, _sha in todo:
+            assert fs.file_id is not None
+            c = counts[fs.file_id]
+            fs.lines_read, fs.rows_rejected, fs.rows_duplicate = c.lines, c.rejected, c.duplicate
+            fs.rows_loaded = c.lines - c.rejected - c.duplicate
+            finish_file(case, fs.file_id, lines_read=c.lines, rows_loaded=fs.rows_loaded,
+                        rows_rejected=c.rejected, rows_duplicate=c.duplicate, complete=True)
+        con.execute("COMMIT")
+    except duckdb.Error:
+        # e.g. a truncated .gz in the batch: redo these files one by one, where each failure is
+        # handled (salvaged, reported) on its own
+        con.execute("ROLLBACK")
+        redone = {str(p.path): _ingest_one(case, p, tz, options, None) for p, _, _ in todo}
+        return [redone.get(fs.path, fs) for fs in summaries]
+    return summaries
 
 
 def _ingest_one(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], bar: Any) -> FileSummary:
@@ -1046,23 +1407,35 @@ def _ingest_one(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], ba
     same_size = con.execute(
         "SELECT count(*) FROM evidence_files WHERE size = $s", {"s": size}
     ).fetchall()[0]
-    digest: dict[str, str] = {}
+    fast = fast_path_ok(plan)
+    digest: dict[str, Any] = {}
+
+    def run_scan() -> None:
+        if fast:
+            sc = scan_file(path)
+            digest["scan"], digest["sha"] = sc, sc.sha
+        else:
+            digest["sha"] = sha256_file(path)
+
     hasher: threading.Thread | None = None
     if same_size and same_size[0]:
-        digest["sha"] = sha256_file(path)
-        existing = con.execute(
-            "SELECT file_id FROM evidence_files WHERE sha256 = $s ORDER BY file_id LIMIT 1", {"s": digest["sha"]}
-        ).fetchall()
-        if existing:
-            fs.file_id = int(existing[0][0])
-            fs.skipped = f"already in case as file_id {existing[0][0]} (same sha256)"
+        run_scan()
+        existing = _existing_file_id(con, digest["sha"])
+        if existing is not None:
+            fs.file_id = existing
+            fs.skipped = f"already in case as file_id {existing} (same sha256)"
             return fs
     else:
-        hasher = threading.Thread(target=lambda: digest.__setitem__("sha", sha256_file(path)), daemon=True)
+        hasher = threading.Thread(target=run_scan, daemon=True)
         hasher.start()
-    opts = {"format": spec.name, "tz": spec.tz or tz, "container": plan.sniff.container, **options}
-    if spec.source != "preset":
-        opts["mapping"] = str(Path(spec.source).resolve())
+
+    def get_scan() -> Scan:
+        if hasher is not None:
+            hasher.join()
+        scan: Scan = digest["scan"]
+        return scan
+
+    opts = _opts(plan, tz, options)
     comp = compression_of(path)
     warning: str | None = None
     complete = True
@@ -1075,7 +1448,20 @@ def _ingest_one(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], ba
         fs.file_id = file_id
         try:
             with _progress_poller(con, bar, size):
-                counts = _load_file(case, plan, file_id, tz, str(path), comp)
+                fast_counts = (_load_fast(case, _Item(plan, file_id, str(path), comp), tz, get_scan)
+                               if fast else None)
+                if fast_counts is None:
+                    if fast:
+                        # blank lines shifted read_json's numbering: redo through the line reader
+                        con.execute("ROLLBACK")
+                        con.execute("BEGIN TRANSACTION")
+                        rec = register_file(case, path, kind="gateway", format=spec.name, layer=spec.layer,
+                                            tz=spec.tz or tz, options=opts, sha256="pending:" + str(path))
+                        assert not isinstance(rec, int)
+                        file_id = fs.file_id = rec.file_id
+                    counts = _load_file(case, plan, file_id, tz, str(path), comp)
+                else:
+                    counts = fast_counts
         except duckdb.Error as exc:
             if comp == "none" or not _is_truncation(exc):
                 if plan.sniff.container in ("json-array", "json-doc", "parquet"):
