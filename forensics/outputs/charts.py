@@ -36,7 +36,7 @@ def affected_tenants_chart(case: Case | str | os.PathLike[str], **params: Any) -
     )
     long["confidence"] = long["confidence"].str.removeprefix("n_")
     order = df.sort_values(["n_requests", "tenant_id"], ascending=[False, True])["tenant_id"].tolist()
-    return (
+    chart: alt.Chart = (
         alt.Chart(long, title="Responses that carried another tenant's data, per recipient tenant")
         .mark_bar()
         .encode(
@@ -49,9 +49,10 @@ def affected_tenants_chart(case: Case | str | os.PathLike[str], **params: Any) -
             tooltip=["tenant_id", "confidence", "responses", "n_requests"],
         )
     )
+    return chart
 
 
-def affected_timeline_chart(case: Case | str | os.PathLike[str], **params: Any) -> alt.Chart:
+def affected_timeline_chart(case: Case | str | os.PathLike[str], **params: Any) -> alt.LayerChart:
     """Scatter over time: each affected response at its prompt size, with the admission limit.
 
     Example:
@@ -74,7 +75,7 @@ def affected_timeline_chart(case: Case | str | os.PathLike[str], **params: Any) 
     rule = alt.Chart(limits).mark_rule(strokeDash=[4, 4], color="black").encode(
         y="admission_limit:Q", tooltip=["admission_limit"]
     )
-    return alt.layer(points, rule)  # type: ignore[no-any-return]
+    return alt.LayerChart(layer=[points, rule])
 
 
 def exposure_windows_chart(case: Case | str | os.PathLike[str], **params: Any) -> alt.Chart:
@@ -84,7 +85,7 @@ def exposure_windows_chart(case: Case | str | os.PathLike[str], **params: Any) -
         >>> exposure_windows_chart("case.duckdb").save("windows.html")     # doctest: +SKIP
     """
     df = _frame(analysis.pool_audit(as_case(case), **params))
-    return (
+    chart: alt.Chart = (
         alt.Chart(df, title="Node configurations over time (pool audit verdict)")
         .mark_bar()
         .encode(
@@ -98,3 +99,4 @@ def exposure_windows_chart(case: Case | str | os.PathLike[str], **params: Any) -
                      "period_start:T", "period_end:T"],
         )
     )
+    return chart

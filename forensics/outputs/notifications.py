@@ -41,7 +41,8 @@ def notifications(case: Case | str | os.PathLike[str], *, window_s: int = 600) -
         src = src[~src["same_tenant"].astype(bool) & src["source_tenant_id"].notna()]
     rows: dict[str, dict[str, object]] = {}
     for r in rec.itertuples(index=False):
-        ids = r.request_ids if isinstance(r.request_ids, str) else " ".join(r.request_ids or [])
+        raw = r.request_ids
+        ids: str = raw if isinstance(raw, str) else " ".join(str(x) for x in (raw if raw is not None else []))
         rows[str(r.tenant_id)] = {
             "tenant_id": r.tenant_id, "n_responses_received": int(r.n_requests),
             "n_confirmed": int(r.n_confirmed), "n_suspected": int(r.n_suspected),
@@ -50,14 +51,14 @@ def notifications(case: Case | str | os.PathLike[str], *, window_s: int = 600) -
             "n_requests_possibly_exposed": 0, "exposed_request_ids": "",
         }
     for tenant, grp in src.groupby("source_tenant_id"):
-        ids = sorted(set(grp["source_request_id"].astype(str)))
+        src_ids = sorted(set(grp["source_request_id"].astype(str)))
         first, last = pd.Timestamp(grp["source_finished_ts"].min()), pd.Timestamp(grp["source_finished_ts"].max())
         row = rows.setdefault(str(tenant), {
             "tenant_id": tenant, "n_responses_received": 0, "n_confirmed": 0, "n_suspected": 0,
             "first_ts": first, "last_ts": last, "received_request_ids": "",
         })
-        row["n_requests_possibly_exposed"] = len(ids)
-        row["exposed_request_ids"] = " ".join(ids)
+        row["n_requests_possibly_exposed"] = len(src_ids)
+        row["exposed_request_ids"] = " ".join(src_ids)
         row["first_ts"] = min(pd.Timestamp(row["first_ts"]), first)  # type: ignore[arg-type]
         row["last_ts"] = max(pd.Timestamp(row["last_ts"]), last)  # type: ignore[arg-type]
     for row in rows.values():
