@@ -71,6 +71,7 @@ class Options:
     scales: list[tuple[str, int]]
     runs: int
     pandas_runs: int
+    investigate_runs: int
     out: Path
     data_dir: Path
     work_dir: Path
@@ -127,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=3, help="measured runs per step (default 3; median reported)")
     p.add_argument("--pandas-runs", type=int, default=None,
                    help="runs of the pandas reference (default: --runs)")
+    p.add_argument("--investigate-runs", type=int, default=1,
+                   help="runs of the whole 'forensics investigate' pipeline (default 1: it repeats "
+                        "the ingest and every query, which are measured on their own)")
     p.add_argument("--out", type=Path, default=PACKAGE_DIR / "RESULTS.md", help="report path")
     p.add_argument("--json", dest="json_out", type=Path, default=None,
                    help="also write the raw measurements as JSON (default: <data-dir>/last-results.json)")
@@ -183,6 +187,7 @@ def resolve_options(args: argparse.Namespace) -> Options:
         scales=scales,
         runs=args.runs,
         pandas_runs=args.pandas_runs if args.pandas_runs is not None else args.runs,
+        investigate_runs=args.investigate_runs,
         out=args.out.resolve(),
         data_dir=data_dir,
         work_dir=(args.work_dir or data_dir / "work").resolve(),
@@ -346,7 +351,7 @@ def run_scale(suite: Suite, label: str, requests: int) -> None:
                 rec = run_child(spec("outputs", case=str(case_path), output=name, requests=requests),
                                 opts.timeout_s)
                 _record(suite, label, f"outputs:{name}", run, rec)
-        if "investigate" in groups:
+        if "investigate" in groups and run <= opts.investigate_runs:
             raw = sum(g.raw_bytes for g in manifest.gateway) + manifest.engine.raw_bytes
             rec = run_child(spec("investigate", raw_bytes=raw), opts.timeout_s)
             _record(suite, label, "investigate", run, rec)

@@ -406,6 +406,7 @@ def render(suite: Suite) -> str:
         [f"--scale {s}" + (":" + "+".join(opts.scale_groups[s]) if s in opts.scale_groups else "")
          for s in scales] + [f"--runs {opts.runs}"]
         + ([f"--pandas-runs {opts.pandas_runs}"] if opts.pandas_runs != opts.runs else [])
+        + ([f"--investigate-runs {opts.investigate_runs}"] if opts.investigate_runs != 1 else [])
         + ([f"--steps {','.join(opts.groups)}"] if len(opts.groups) < 5 else [])
     )
     out += [
