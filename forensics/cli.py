@@ -122,6 +122,85 @@ def ingest(
         click.echo(f"warning: {warning}", err=True)
 
 
+# -- investigate (the scripted pipeline) ------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--gateway", "gateway", multiple=True, metavar="PATH", help="Gateway logs; repeatable.")
+@click.option("--gateway-format", default="auto", show_default=True, metavar="NAME", help="Preset, mapping .toml or auto.")
+@click.option("--gateway-tz", default="UTC", show_default=True, metavar="TZ", help="Zone of zone-less gateway times.")
+@click.option("--engine", "engine", multiple=True, metavar="[NODE=]PATH", help="Engine/router logs; repeatable.")
+@click.option("--engine-tz", default="UTC", show_default=True, metavar="TZ", help="Zone of the engines' local times.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Directory for the CSVs, charts, impact report and notification list.")
+@click.option("--replace", is_flag=True, help="Start from an empty case (delete CASE.duckdb first).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def investigate(
+    case_path: Path, gateway: tuple[str, ...], gateway_format: str, gateway_tz: str,
+    engine: tuple[str, ...], engine_tz: str, out_dir: Path, replace: bool, quiet: bool,
+) -> None:
+    """Ingest, run every query, write tables, charts, impact report and notification list.
+
+    \b
+    Example:
+      forensics investigate out/case.duckdb --gateway sample_data/gateway \\
+          --engine sample_data/engine --engine-tz Asia/Singapore --out out --replace
+    """
+    from forensics.pipeline import investigate as run
+
+    if not gateway and not engine:
+        raise ParameterError("nothing to investigate", hint="pass --gateway PATH and/or --engine PATH")
+    result = run(case_path, out_dir=out_dir, gateway=gateway, engine=engine, gateway_format=gateway_format,
+                 gateway_tz=gateway_tz, engine_tz=engine_tz, replace=replace, quiet=quiet)
+    click.echo(result.render())
+
+
+@cli.command()
+@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE.")
+@click.option("--title", default=None, help="Report title.")
+def report(case_path: Path, out: Path | None, title: str | None) -> None:
+    """The impact report (Markdown): window, threshold, responses, tenants, evidence.
+
+    \b
+    Example:
+      forensics report case.duckdb -o impact_report.md
+    """
+    from forensics.case import open_case
+    from forensics.outputs.report import impact_report
+
+    with open_case(case_path, read_only=True) as case:
+        text = impact_report(case, title=title)
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        out.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {out}", err=True)
+
+
+@cli.command()
+@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]), default="table",
+              show_default=True, help="Output format.")
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE.")
+@click.option("--window-s", type=int, default=600, show_default=True,
+              help="Look-back (seconds) for tenants whose data may have been exposed.")
+def notifications(case_path: Path, fmt: str, out: Path | None, window_s: int) -> None:
+    """The customer notification list: one row per tenant to notify, and why.
+
+    \b
+    Example:
+      forensics notifications case.duckdb --format csv -o notifications.csv
+    """
+    from forensics.case import open_case
+    from forensics.outputs.export import write_output
+    from forensics.outputs.notifications import notifications as build
+
+    with open_case(case_path, read_only=True) as case:
+        write_output(build(case, window_s=window_s), fmt, out, {"window_s": window_s})
+
+
 # -- analysis -----------------------------------------------------------------------------------
 
 #: CLI command -> function name in forensics.analysis (and queries/<name>.sql)
