@@ -119,9 +119,35 @@ CREATE TABLE IF NOT EXISTS engine_batches (
     queue_req     BIGINT,      -- #queue-req
     token_usage   DOUBLE,      -- 'token usage' (fraction of this node's pool)
     throughput    DOUBLE,      -- input or gen throughput (token/s)
-    fields        MAP(VARCHAR, VARCHAR),  -- every key: value pair as printed
     file_id       INTEGER NOT NULL,
-    line_no       BIGINT NOT NULL
+    line_no       BIGINT NOT NULL,
+    fields_raw    VARCHAR      -- the batch message as printed ('Decode batch, #running-req: 3, ...'); its
+                               -- key: value pairs as a MAP are the `fields` column of engine_batch_fields
+);
+
+-- engine_batches with `fields`: every key: value pair of the batch line as printed (MAP, text
+-- values), built from fields_raw when read (storing the MAP cost more than the rest of the load).
+CREATE OR REPLACE VIEW engine_batch_fields AS
+SELECT node, ts, ts_inferred, ranks, kind, iter, new_seq, new_token, cached_token, num_token, running_req,
+       queue_req, token_usage, throughput,
+       CASE WHEN ok THEN json_transform('{"' || replace(replace(body, ', ', '", "'), ': ', '": "') || '"}',
+                                        '"MAP(VARCHAR, VARCHAR)"')
+            WHEN len(list_distinct(k)) = len(k) THEN map(k, v)
+            ELSE map(list_filter(k, lambda x, i: list_position(k, x) = i),
+                     list_filter(v, lambda x, i: list_position(k, k[i]) = i)) END AS fields,
+       file_id, line_no, fields_raw
+FROM (
+    SELECT *,
+           CASE WHEN NOT ok THEN list_transform(regexp_extract_all(fields_raw,
+               '(?:^\w+ batch(?: \[\d+\])?[.,] ?|, )([^:,]+): ([^,]*)', 1), lambda x: trim(x)) END AS k,
+           CASE WHEN NOT ok THEN list_transform(regexp_extract_all(fields_raw,
+               '(?:^\w+ batch(?: \[\d+\])?[.,] ?|, )([^:,]+): ([^,]*)', 2), lambda x: trim(x)) END AS v
+    FROM (
+        SELECT *, NOT contains(body, '"') AND NOT contains(body, '\') AND body <> ''
+                  AND len(string_split(body, ', ')) = len(string_split(body, ': ')) - 1 AS ok
+        FROM (SELECT *, rtrim(trim(substr(fields_raw, strpos(fields_raw, ' #') + 1)), ',') AS body
+              FROM engine_batches)
+    )
 );
 
 -- Request records: Receive/Finish text or JSON lines, metrics-file records, ReqTimeStats lines.

@@ -152,7 +152,7 @@ def test_batch_lines(
     case, _ = fx
     got = one(case, """SELECT kind, iter, running_req, queue_req, token_usage, throughput, ranks,
                               map_contains(fields, $k)
-                       FROM engine_batches WHERE node = $n AND line_no = $l""",
+                       FROM engine_batch_fields WHERE node = $n AND line_no = $l""",
               {"n": node, "l": line_no, "k": extra_key})
     assert got == (kind, iter_, running, queue, usage, thr, ranks, True)
 

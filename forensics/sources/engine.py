@@ -572,13 +572,13 @@ def _infer_roles(case: Case, node: str) -> None:
         UPDATE engine_starts SET role = x.role, role_source = x.src
         FROM (
             SELECT s.start_seq,
-                   CASE WHEN bool_or(b.kind = 'prefill' AND (map_contains(b.fields, '#inflight-req')
-                                     OR map_contains(b.fields, '#bootstrap-req')
-                                     OR map_contains(b.fields, '#unbootstrapped-req')
-                                     OR map_contains(b.fields, '#transferring-req'))) THEN 'prefill'
-                        WHEN bool_or(b.kind = 'decode' AND (map_contains(b.fields, '#transfer-req')
-                                     OR map_contains(b.fields, 'pre-allocated usage')
-                                     OR map_contains(b.fields, '#prealloc-req'))) THEN 'decode'
+                   CASE WHEN bool_or(b.kind = 'prefill' AND (contains(b.fields_raw, ' #inflight-req: ')
+                                     OR contains(b.fields_raw, ' #bootstrap-req: ')
+                                     OR contains(b.fields_raw, ' #unbootstrapped-req: ')
+                                     OR contains(b.fields_raw, ' #transferring-req: '))) THEN 'prefill'
+                        WHEN bool_or(b.kind = 'decode' AND (contains(b.fields_raw, ' #transfer-req: ')
+                                     OR contains(b.fields_raw, ' pre-allocated usage: ')
+                                     OR contains(b.fields_raw, ' #prealloc-req: '))) THEN 'decode'
                         ELSE 'unified' END AS role,
                    CASE WHEN count(b.kind) > 0 THEN 'batch_lines' ELSE 'default' END AS src
             FROM (SELECT start_seq, ts_start,

@@ -56,6 +56,9 @@ REQ_TOKEN_RE = (
 
 #: key: value pairs of a batch line (after the header), e.g. ``#new-seq: 1`` or ``cuda graph: True``.
 BATCH_PAIR_RE = r"(?:^\w+ batch(?: \[\d+\])?[.,] ?|, )([^:,]+): ([^,]*)"
+#: The batch keys behind the typed columns of ``engine_batches``.
+BATCH_KEYS = ("#new-seq", "#new-token", "#cached-token", "#token", "#running-req", "#queue-req", "token usage",
+              "full token usage", "input throughput (token/s)", "gen throughput (token/s)")
 
 #: Prompt/output carriers that must never reach the case database (replaced before storing text).
 REDACT_RE = (
@@ -246,6 +249,11 @@ FROM (
 WHERE _eng_cls.line_no = x.line_no
 """
 
+#: Batch lines. The message is stored as printed (``fields_raw``; the view ``engine_batch_fields``
+#: turns its pairs into the ``fields`` MAP when read: building a MAP per row at load time cost more
+#: than all the rest). Typed columns: lines whose pairs are plain ``k: v, k: v`` become a JSON object
+#: read into a STRUCT of the typed keys only (as the view builds its MAP, but far cheaper); other
+#: lines take the view's regex path (keys and values trimmed, the first of a repeated key wins).
 BATCHES = r"""
 INSERT INTO engine_batches
 SELECT $node, ts, ts_inferred, ranks, kind, iter,
@@ -253,22 +261,22 @@ SELECT $node, ts, ts_inferred, ranks, kind, iter,
        _eng_int(f['#token']), _eng_int(f['#running-req']), _eng_int(f['#queue-req']),
        try_cast(coalesce(f['token usage'], f['full token usage']) AS DOUBLE),
        try_cast(coalesce(f['input throughput (token/s)'], f['gen throughput (token/s)']) AS DOUBLE),
-       f, $file_id, line_no
+       $file_id, line_no, msg
 FROM (
-    SELECT line_no, ts, ts_inferred, ranks, kind, iter,
+    SELECT line_no, ts, ts_inferred, ranks, kind, iter, msg,
            CASE WHEN ok THEN json_transform('{"' || replace(replace(body, ', ', '", "'), ': ', '": "') || '"}',
-                                            '"MAP(VARCHAR, VARCHAR)"')
-                WHEN len(list_distinct(k)) = len(k) THEN map(k, v)
-                ELSE map(list_filter(k, lambda x, i: list_position(k, x) = i),
-                         list_filter(v, lambda x, i: list_position(k, k[i]) = i)) END AS f
+                                            '__STRUCT__')
+                ELSE __FROM_MAP__ END AS f
+    FROM (
+    SELECT *, CASE WHEN NOT ok THEN (CASE WHEN len(list_distinct(k)) = len(k) THEN map(k, v)
+                                          ELSE map(list_filter(k, lambda x, i: list_position(k, x) = i),
+                                                   list_filter(v, lambda x, i: list_position(k, k[i]) = i)) END)
+              END AS m
     FROM (
         SELECT *,
                CASE WHEN NOT ok THEN list_transform(regexp_extract_all(msg, '__PAIR__', 1), lambda x: trim(x)) END AS k,
                CASE WHEN NOT ok THEN list_transform(regexp_extract_all(msg, '__PAIR__', 2), lambda x: trim(x)) END AS v
         FROM (
-            -- Pairs 'k: v, k: v' become a JSON object by two replaces, then a MAP: the cheapest
-            -- MAP construction DuckDB offers. Lines with quotes, backslashes or odd pairs take
-            -- the regex path (keys kept, first occurrence wins).
             SELECT *, NOT contains(body, '"') AND NOT contains(body, '\') AND body <> ''
                       AND len(string_split(body, ', ')) = len(string_split(body, ': ')) - 1 AS ok
             FROM (
@@ -276,13 +284,17 @@ FROM (
                        CASE WHEN starts_with(msg, 'Prefill') THEN 'prefill' ELSE 'decode' END AS kind,
                        CASE WHEN substr(msg, 14, 2) = ' [' OR substr(msg, 13, 2) = ' ['
                             THEN try_cast(regexp_extract(left(msg, 40), '^\w+ batch \[(\d+)\]', 1) AS BIGINT) END AS iter,
-                       rtrim(trim(substr(msg, strpos(msg, ' #') + 1)), ',') AS body
-                FROM _eng_cls WHERE cls = 'batch'
+                       -- = rtrim(trim(...), ','): the body never starts with a space (trim is slow)
+                       CASE WHEN suffix(rb, ' ') OR suffix(rb, ',') THEN regexp_replace(rb, ',* *$', '') ELSE rb END AS body
+                FROM (SELECT *, substr(msg, instr(msg, ' #') + 1, 1000000000) AS rb FROM _eng_cls WHERE cls = 'batch')
             )
         )
     )
+    )
 )
-""".replace("__PAIR__", BATCH_PAIR_RE.replace("'", "''"))
+""".replace("__PAIR__", BATCH_PAIR_RE.replace("'", "''")).replace(
+    "__STRUCT__", "{" + ", ".join(f'"{k}": "VARCHAR"' for k in BATCH_KEYS) + "}").replace(
+    "__FROM_MAP__", "{" + ", ".join(f"'{k}': m['{k}']" for k in BATCH_KEYS) + "}")
 
 HTTP = r"""
 INSERT INTO engine_http
