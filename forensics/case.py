@@ -120,7 +120,20 @@ class Case:
     # -- schema ---------------------------------------------------------------------------------
 
     def _ensure_schema(self) -> None:
-        self.con.execute(schema_sql())
+        found = self._schema_version()
+        if found is not None and found != SCHEMA_VERSION:
+            raise CaseError(
+                f"case database {self.path} has schema version {found}; this toolkit writes version "
+                f"{SCHEMA_VERSION}",
+                hint="ingest into a new case file (sources are never modified, so nothing is lost)",
+            )
+        try:
+            self.con.execute(schema_sql())
+        except duckdb.Error as exc:
+            raise CaseError(
+                f"cannot create the schema in {self.path}: {exc}",
+                hint="use a new case file, or one created by this toolkit version",
+            ) from exc
         self.con.execute(
             "INSERT INTO schema_info VALUES ('schema_version', $v) ON CONFLICT (key) DO NOTHING",
             {"v": SCHEMA_VERSION},
@@ -129,6 +142,16 @@ class Case:
             "INSERT INTO schema_info VALUES ('created_by', $v) ON CONFLICT (key) DO NOTHING",
             {"v": f"forensics {__version__}"},
         )
+
+    def _schema_version(self) -> str | None:
+        """The schema version recorded in an existing case, or None for an empty database."""
+        has = self.con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_info'"
+        ).fetchone()
+        if not has or not has[0]:
+            return None
+        row = self.con.execute("SELECT value FROM schema_info WHERE key = 'schema_version'").fetchone()
+        return str(row[0]) if row else None
 
     # -- plumbing -------------------------------------------------------------------------------
 

@@ -34,6 +34,16 @@ TABLE_OUTPUTS = (
 )
 
 
+def _headline(report_text: str) -> list[str]:
+    """The report's summary table as 'question: answer' lines for the terminal."""
+    out = []
+    for line in report_text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0] not in ("question", "---"):
+            out.append(f"{cells[0].split(' (')[0]}: {cells[1].replace('**', '')}")
+    return out
+
+
 @dataclass
 class Investigation:
     """What :func:`investigate` produced: the ingest summary, counts and the files written."""
@@ -43,10 +53,13 @@ class Investigation:
     ingest: IngestSummary
     outputs: dict[str, Path] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    #: the answer in a few lines (from the impact report's summary table)
+    headline: list[str] = field(default_factory=list)
 
     def render(self) -> str:
         """A short plain-text account for the terminal."""
-        lines = [self.ingest.render().splitlines()[-1]]
+        totals = [ln for ln in self.ingest.render().splitlines() if ln.startswith("total:")]
+        lines = totals + self.headline
         lines.append(
             "findings: " + ", ".join(f"{k} {v}" for k, v in self.counts.items())
         )
@@ -109,7 +122,9 @@ def investigate(
         result.outputs["notifications"] = notes_path
         result.counts["notifications"] = len(notes)
         report_path = out / "impact_report.md"
-        report_path.write_text(impact_report(case, now=now), encoding="utf-8")
+        report_text = impact_report(case, now=now)
+        report_path.write_text(report_text, encoding="utf-8")
+        result.headline = _headline(report_text)
         result.outputs["impact_report"] = report_path
         for chart_name, make in (
             ("affected_tenants_chart", charts.affected_tenants_chart),

@@ -92,3 +92,11 @@ def test_docs_schema_md_is_generated_from_schema_sql() -> None:
         "docs/schema.md is stale: regenerate it with "
         "python -c 'from forensics.case import schema_markdown as m; open(\"docs/schema.md\", \"w\").write(m())'"
     )
+
+
+def test_a_case_of_another_schema_version_is_refused_clearly(tmp_path: Path) -> None:
+    p = tmp_path / "old.duckdb"
+    with open_case(p) as case:
+        case.sql("UPDATE schema_info SET value = '0' WHERE key = 'schema_version'")
+    with pytest.raises(CaseError, match="schema version 0"):
+        open_case(p)
