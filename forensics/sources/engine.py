@@ -236,6 +236,18 @@ def _blocks(path: Path, comp: str, state: _ReadState, size: int) -> Iterator[byt
 
 def _to_arrow(chunk: bytes, first_line: int, state: _ReadState) -> pa.Table:
     """One chunk of whole lines as an Arrow table (line_no, line) without a Python loop per line."""
+    if chunk and b"\r" not in chunk:
+        # Common case: split at C speed; Arrow validates the UTF-8 (else the general path below).
+        parts = chunk.split(b"\n")
+        if chunk.endswith(b"\n"):
+            parts.pop()
+        try:
+            text = pa.array(parts, type=pa.large_binary()).cast(pa.large_string())
+        except pa.ArrowInvalid:
+            pass
+        else:
+            nos = pa.array(np.arange(first_line, first_line + len(parts), dtype=np.int64))
+            return pa.table({"line_no": nos, "line": text})
     try:
         chunk.decode("utf-8")
     except UnicodeDecodeError:
@@ -581,9 +593,10 @@ def _infer_roles(case: Case, node: str) -> None:
                                      OR contains(b.fields_raw, ' #prealloc-req: '))) THEN 'decode'
                         ELSE 'unified' END AS role,
                    CASE WHEN count(b.kind) > 0 THEN 'batch_lines' ELSE 'default' END AS src
-            FROM (SELECT start_seq, ts_start,
-                         lead(ts_start) OVER (ORDER BY start_seq) AS ts_next
-                  FROM engine_starts WHERE node = $n) s
+            FROM (SELECT * FROM (SELECT start_seq, ts_start, role,
+                                        lead(ts_start) OVER (ORDER BY start_seq) AS ts_next
+                                 FROM engine_starts WHERE node = $n)
+                  WHERE role IS NULL) s  -- only starts whose role server_args did not give
             LEFT JOIN engine_batches b ON b.node = $n AND (s.ts_start IS NULL OR b.ts >= s.ts_start)
                  AND (s.ts_next IS NULL OR b.ts < s.ts_next)
             GROUP BY s.start_seq

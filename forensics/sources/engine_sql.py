@@ -157,71 +157,69 @@ END
 
 #: Stage 1: split every line into prefix parts and message, classify, compute UTC time.
 #: ``_eng_tz(t)`` (defined per ingest) converts a naive local TIMESTAMP to naive UTC.
+#: The common engine prefix '[YYYY-MM-DD HH:MM:SS...] ' (also behind a Ray actor prefix
+#: '(Name pid=N, ip=...) ') takes a fast path of string functions ('fp', its timestamp parsed once);
+#: everything else (collector columns, router lines, unprefixed lines) goes through the full regex.
 STAGE = r"""
 CREATE OR REPLACE TEMP TABLE _eng_cls AS
-WITH a AS (
-    SELECT line_no,
-           CASE WHEN contains(line, chr(27)) THEN regexp_replace(line, '\x1b\[[0-9;?]*[A-Za-z]', '', 'g')
-                ELSE line END AS line
-    FROM _eng_raw
-), b0 AS (
-    -- Fast path for the common engine prefix '[YYYY-MM-DD HH:MM:SS...] ' (string functions only),
-    -- also behind a Ray actor prefix '(Name pid=N, ip=...) '; everything else (collector columns,
-    -- router lines, unprefixed lines) goes through the full regex.
-    SELECT line_no, line,
-           CASE WHEN starts_with(line, '[') THEN 1
-                WHEN starts_with(line, '(') AND contains(left(line, 120), ') [') THEN strpos(line, ') [') + 2
-                ELSE 0 END AS o
-    FROM a
-), b AS (
-    SELECT line_no, line, o,
-           o > 0 AND substr(line, o + 20, 1) IN (']', ' ', '.', ',')
-               AND try_cast(substr(line, o + 1, 19) AS TIMESTAMP) IS NOT NULL AS fp
-    FROM b0
-), c AS (
-    SELECT line_no, line, fp, o,
-           CASE WHEN fp THEN o - 1 + strpos(substr(line, o, 200), ']') END AS close,
-           CASE WHEN NOT fp THEN regexp_extract(left(line, 256), '__PREFIX__', __GROUPS__) END AS p
-    FROM b
-), d AS (
-    SELECT line_no, line, fp, close, p, o,
-           CASE WHEN fp THEN substr(line, o + 20, close - o - 20) END AS rk
-    FROM c
-), e AS (
-    SELECT line_no, line,
-           CASE WHEN fp THEN left(line, close + CASE WHEN substr(line, close + 1, 1) = ' ' THEN 1 ELSE 0 END)
-                ELSE p.pre END AS pre,
-           CASE WHEN fp THEN '' ELSE p.cms END AS cms,
-           CASE WHEN fp THEN '' ELSE p.ciso END AS ciso,
-           CASE WHEN fp THEN substr(line, o + 1, 19) ELSE p.ets END AS ets,
-           CASE WHEN fp THEN (CASE WHEN substr(rk, 1, 1) IN ('.', ',') THEN split_part(substr(rk, 2), ' ', 1) ELSE '' END)
-                ELSE p.ems END AS ems,
-           CASE WHEN fp THEN (CASE WHEN substr(rk, 1, 1) IN ('.', ',')
-                                   THEN substr(rk, 2 + length(split_part(substr(rk, 2), ' ', 1))) ELSE rk END)
-                ELSE p.ranks END AS ranks_raw,
-           CASE WHEN fp THEN '' ELSE p.rts END AS rts,
-           CASE WHEN fp THEN '' ELSE p.rlevel END AS rlevel
-    FROM d
-), f AS (
-    SELECT line_no, pre, substr(line, length(pre) + 1) AS msg, cms, ciso, ets, ems, ranks_raw, rts, rlevel
-    FROM e
-)
 SELECT line_no, pre, msg, ets, rts, rlevel,
        __CLASSIFY__ AS cls,
        nullif(ltrim(ranks_raw), '') AS ranks,
-       CASE WHEN ets <> '' THEN _eng_tz(t)
-            WHEN rts <> '' THEN try_cast(replace(rts, 'T', ' ') AS TIMESTAMP)
-       END AS ts,
+       CASE WHEN ets = '' THEN (CASE WHEN rts <> '' THEN try_cast(replace(rts, 'T', ' ') AS TIMESTAMP) END)
+            WHEN ems = '' THEN _eng_tz(coalesce(t0, try_cast(ets AS TIMESTAMP)))
+            ELSE _eng_tz(try_cast(ets || '.' || ems AS TIMESTAMP)) END AS ts,
        CASE WHEN cms <> '' THEN epoch_ms(cms::BIGINT)
             WHEN ciso <> '' THEN try_cast(ciso AS TIMESTAMPTZ)::TIMESTAMP
        END AS collector_ts,
        false AS ts_inferred,
        CAST(NULL AS BIGINT) AS attached_to_line
-FROM (SELECT *, CASE WHEN ets = '' THEN NULL
-                     WHEN ems = '' THEN try_cast(ets AS TIMESTAMP)
-                     ELSE try_cast(ets || '.' || ems AS TIMESTAMP)
-                END AS t
-      FROM f)
+FROM (
+  SELECT line_no, t0, pre, substr(line, length(pre) + 1, 1000000000) AS msg,
+         CASE WHEN fp THEN '' ELSE p.cms END AS cms,
+         CASE WHEN fp THEN '' ELSE p.ciso END AS ciso,
+         CASE WHEN fp THEN substr(line, o + 1, 19) ELSE p.ets END AS ets,
+         CASE WHEN NOT fp THEN p.ems WHEN sep THEN split_part(substr(rk, 2), ' ', 1) ELSE '' END AS ems,
+         CASE WHEN NOT fp THEN p.ranks
+              WHEN sep THEN substr(rk, 2 + length(split_part(substr(rk, 2), ' ', 1)))
+              ELSE rk END AS ranks_raw,
+         CASE WHEN fp THEN '' ELSE p.rts END AS rts,
+         CASE WHEN fp THEN '' ELSE p.rlevel END AS rlevel
+  FROM (
+    SELECT *, CASE WHEN fp THEN left(line, close + CASE WHEN substr(line, close + 1, 1) = ' ' THEN 1 ELSE 0 END)
+                   ELSE p.pre END AS pre,
+              fp AND substr(rk, 1, 1) IN ('.', ',') AS sep
+    FROM (
+      SELECT *, CASE WHEN fp THEN substr(line, o + 20, close - o - 20) END AS rk
+      FROM (
+        SELECT line_no, line, o, t0, fp,
+               -- the first ']' at or after o, within 200 characters (else o - 1)
+               CASE WHEN NOT fp THEN NULL
+                    WHEN c0 >= o THEN (CASE WHEN c0 < o + 200 THEN c0 ELSE o - 1 END)
+                    ELSE o - 1 + instr(substr(line, o, 200), ']') END AS close,
+               CASE WHEN NOT fp THEN regexp_extract(left(line, 256), '__PREFIX__', __GROUPS__) END AS p
+        FROM (
+          SELECT *, t0 IS NOT NULL AS fp, instr(line, ']') AS c0
+          FROM (
+            SELECT line_no, line, o,
+                   CASE WHEN o > 0 AND substr(line, o + 20, 1) IN (']', ' ', '.', ',')
+                        THEN try_cast(substr(line, o + 1, 19) AS TIMESTAMP) END AS t0
+            FROM (
+              SELECT line_no, line,
+                     CASE WHEN starts_with(line, '[') THEN 1
+                          WHEN starts_with(line, '(') THEN (CASE WHEN instr(left(line, 120), ') [') > 0
+                                                               THEN instr(line, ') [') + 2 ELSE 0 END)
+                          ELSE 0 END AS o
+              FROM (SELECT line_no,
+                           CASE WHEN contains(line, chr(27)) THEN regexp_replace(line, '\x1b\[[0-9;?]*[A-Za-z]', '', 'g')
+                                ELSE line END AS line
+                    FROM _eng_raw)
+            )
+          )
+        )
+      )
+    )
+  )
+)
 """.replace("__PREFIX__", PREFIX_RE.replace("'", "''")).replace(
     "__GROUPS__", "[" + ", ".join(f"'{g}'" for g in PREFIX_GROUPS) + "]"
 ).replace("__CLASSIFY__", CLASSIFY)
