@@ -99,7 +99,7 @@ def _lit(text: str) -> str:
 # -- SQL helpers ----------------------------------------------------------------------------------
 
 _MACROS = r"""
-CREATE OR REPLACE TEMP MACRO gw_str(x) AS nullif(nullif(trim(x), ''), '-');
+CREATE OR REPLACE TEMP MACRO gw_str(x) AS CASE WHEN x = '' OR x = '-' THEN NULL ELSE x END;
 CREATE OR REPLACE TEMP MACRO gw_int(x) AS coalesce(TRY_CAST(x AS BIGINT), TRY_CAST(TRY_CAST(x AS DOUBLE) AS BIGINT));
 CREATE OR REPLACE TEMP MACRO gw_json_get(doc, p) AS CASE WHEN json_valid(doc) THEN json_extract_string(doc, p) END;
 CREATE OR REPLACE TEMP MACRO gw_unit(n) AS CASE
@@ -140,12 +140,18 @@ def ts_sql(x: str, tz: str, unit: str | None = None, fmt: str | None = None) -> 
         if "%z" in fmt or "%Z" in fmt:
             return f"CAST({parsed} AS TIMESTAMP)"
         return _local(parsed, tz)
-    unit_sql = _lit(unit) if unit else f"gw_unit(TRY_CAST({x} AS BIGINT))"
+    n = f"TRY_CAST({x} AS BIGINT)"
+    # integer arithmetic only: this runs on every row, and decimal scaling costs several times more
+    scale = {"ns": f"{n} // 1000", "us": n, "ms": f"{n} * 1000", "s": f"{n} * 1000000"}
+    int_us = scale[unit] if unit else (
+        f"CASE WHEN abs({n}) >= 100000000000000000 THEN {scale['ns']} "
+        f"WHEN abs({n}) >= 100000000000000 THEN {scale['us']} "
+        f"WHEN abs({n}) >= 100000000000 THEN {scale['ms']} ELSE {scale['s']} END"
+    )
     dec_unit = _lit(unit) if unit else f"gw_unit(TRY_CAST({x} AS DECIMAL(38,9)))"
     return (
         f"CASE WHEN {x} IS NULL THEN NULL "
-        f"WHEN NOT contains({x}, '.') AND TRY_CAST({x} AS BIGINT) IS NOT NULL THEN "
-        f"make_timestamp(CAST(TRY_CAST({x} AS BIGINT) * gw_us_factor({unit_sql}) AS BIGINT)) "
+        f"WHEN NOT contains({x}, '.') AND {n} IS NOT NULL THEN make_timestamp({int_us}) "
         f"WHEN TRY_CAST({x} AS DECIMAL(38,9)) IS NOT NULL THEN "
         f"make_timestamp(CAST(TRY_CAST({x} AS DECIMAL(38,9)) * gw_us_factor({dec_unit}) AS BIGINT)) "
         f"WHEN gw_has_zone({x}) THEN CAST(TRY_CAST({x} AS TIMESTAMPTZ) AS TIMESTAMP) "
@@ -170,7 +176,7 @@ def precision_sql(x: str, unit: str | None = None, fmt: str | None = None) -> st
     """
     if fmt is not None:
         return "'us'" if "%f" in fmt else "'s'"
-    base = _lit(unit) if unit else f"gw_unit(TRY_CAST({x} AS BIGINT))"
+    base = _lit(unit) if unit else f"gw_unit(TRY_CAST({x} AS BIGINT))"  # (a cheap integer CASE)
     dec_base = _lit(unit) if unit else f"gw_unit(TRY_CAST({x} AS DECIMAL(38,9)))"
     order = "['s','ms','us','ns']"
     return (
@@ -605,23 +611,27 @@ def _read_json_source(plan: FilePlan, path: str, comp: str, file_id: int) -> str
     def ref(field_name: str) -> str:
         key, sub = _top_level(field_name)
         ident = '"' + key.replace('"', '""') + '"'
-        return ident if sub is None else f"gw_json_get({ident}, {_lit(sub)})"
+        # a nested object arrives as JSON text (or as a plain string, which try() turns to NULL)
+        return ident if sub is None else f"try(json_extract_string({ident}, {_lit(sub)}))"
 
-    f = "[" + ", ".join(ref(x) for x in fields) + "]"
+    f = ", ".join(f"{ref(x)} AS f{i}" for i, x in enumerate(fields, start=1))
     return (
-        f"SELECT {int(file_id)} AS fid, row_number() OVER () AS rn, NULL::VARCHAR AS line, {f} AS f "
+        f"SELECT {int(file_id)} AS fid, row_number() OVER () AS rn, NULL::VARCHAR AS line, true AS parsed, {f} "
         f"FROM read_json({_lit(path)}, format='newline_delimited', ignore_errors=true, columns={cols}, "
-        f"maximum_object_size=16777216, compression={_lit(_duck_compression(comp))})"
+        f"compression={_lit(_duck_compression(comp))})"
     )
 
 
 @dataclass
 class Scan:
-    """One pass over a file's bytes: sha256, physical line count, blank lines, seek points."""
+    """One pass over a file's bytes: sha256, physical line count, seek points.
+
+    Blank lines are not looked for: ``read_json`` skips them, so a file that has any shows fewer
+    rows than lines, and is then re-read line by line.
+    """
 
     sha: str = ""
     lines: int = 0
-    blank: bool = False
     #: (byte offset, lines before it) every few MB of a plain file, to fetch a line without a full read
     marks: list[tuple[int, int]] | None = None
 
@@ -631,15 +641,15 @@ def scan_file(path: Path) -> Scan:
 
     Example:
         >>> import tempfile; p = Path(tempfile.mkdtemp()) / "a"; _ = p.write_bytes(b"a\n\nb")
-        >>> s = scan_file(p); (s.lines, s.blank)
-        (3, True)
+        >>> scan_file(p).lines
+        3
     """
     import hashlib
 
     h = hashlib.sha256()
     comp = compression_of(path)
     out = Scan(marks=[] if comp == "none" else None)
-    last = b"\n"  # a file starting with a newline starts with a blank line
+    last = b""
     total = 0
 
     def feed(data: bytes) -> None:
@@ -650,9 +660,6 @@ def scan_file(path: Path) -> Scan:
             out.marks.append((total, out.lines))
         total += len(data)
         out.lines += data.count(b"\n")
-        joined = last[-2:] + data
-        if not out.blank and (b"\n\n" in joined or b"\n\r\n" in joined):
-            out.blank = True
         last = data
 
     with open(path, "rb") as fh:
@@ -694,7 +701,8 @@ def scan_file(path: Path) -> Scan:
 
 
 def _value_sql(col: Col, idx: dict[str, int]) -> str:
-    parts = [f"gw_str(f[{idx[f]}])" for f in col.fields]
+    """SQL of a column's text before its ``sql`` step: first non-empty field, regex, map, default."""
+    parts = [f"g{idx[f]}" for f in col.fields]
     v = parts[0] if len(parts) == 1 else f"coalesce({', '.join(parts)})"
     if col.regex is not None:
         v = f"nullif(regexp_extract({v}, {_lit(col.regex)}, {col.group}), '')"
@@ -703,9 +711,14 @@ def _value_sql(col: Col, idx: dict[str, int]) -> str:
         v = f"(CASE {v} {whens} ELSE {v} END)"
     if col.default is not None:
         v = f"coalesce({v}, {_lit(col.default)})"
-    if col.sql is not None:
-        v = re.sub(r"\{f:([^}]+)\}", lambda m: f"f[{idx[m.group(1)]}]", col.sql).replace("{v}", v)
     return v
+
+
+def _post_sql(col: Col, idx: dict[str, int], vref: str) -> str:
+    """Apply a preset's ``sql`` step to the column ``vref``."""
+    if col.sql is None:
+        return vref
+    return re.sub(r"\{f:([^}]+)\}", lambda m: f"g{idx[m.group(1)]}", col.sql).replace("{v}", vref)
 
 
 def _typed(kind: str, v: str, custom: bool) -> str:
@@ -748,26 +761,34 @@ def _records_sql(plan: FilePlan, src: str, tz: str, parsed: bool = False) -> str
     else:
         rec = "line"
     cols = spec.columns
-    vals = {name: _value_sql(col, idx) for name, col in cols.items()}
     dur = cols.get("duration")
     dur_unit = dur.unit if dur and dur.unit else "ms"
+    # Layered so that every field is cleaned once and every value computed once: DuckDB does not
+    # share a sub-expression repeated inside CASE branches, and on millions of rows that matters.
+    pre = "".join(f",\n            {_value_sql(col, idx)} AS v_{n}" for n, col in cols.items())
     typed = "".join(
-        f",\n        {_typed(COLUMN_KIND[n], v, cols[n].sql is not None)} AS c_{n}"
-        for n, v in vals.items() if n not in ("ts_start", "ts_end", "duration")
+        f",\n        {_typed(COLUMN_KIND[n], _post_sql(col, idx, 'v_' + n), col.sql is not None)} AS c_{n}"
+        for n, col in cols.items() if n not in ("ts_start", "ts_end", "duration")
     )
     keep = "true"
     if spec.keep_sql:
-        keep = re.sub(r"\{f:([^}]+)\}", lambda m: f"f[{idx[m.group(1)]}]", spec.keep_sql)
+        keep = re.sub(r"\{f:([^}]+)\}", lambda m: f"g{idx[m.group(1)]}", spec.keep_sql)
+    # one column per field (f1, f2, ...): cheaper to reference than list elements
+    unpack = ", ".join(f"f[{i}] AS f{i}" for i in range(1, len(fields) + 1))
     inner = src if parsed else (
+        f"SELECT fid, rn, line, f IS NOT NULL AS parsed, {unpack} FROM ("
         f"SELECT fid, rn, line, try(json_extract_string({rec}, {paths})) AS f "
-        f"FROM (SELECT fid, rn, CAST(line AS VARCHAR) AS line FROM ({src}))"
+        f"FROM (SELECT fid, rn, CAST(line AS VARCHAR) AS line FROM ({src})))"
     )
+    clean = ", ".join(f"gw_str(f{i}) AS g{i}" for i in range(1, len(fields) + 1))
     return f"""
-    SELECT fid, rn, line, f, coalesce({keep}, false) AS keep,
-        {vals.get("ts_start", "NULL::VARCHAR")} AS raw_start,
-        {vals.get("ts_end", "NULL::VARCHAR")} AS raw_end,
-        CAST(TRY_CAST({vals.get("duration", "NULL::VARCHAR")} AS DOUBLE) * gw_us_factor({_lit(dur_unit)}) AS BIGINT) AS dur_us{typed}
-    FROM ({inner}
+    SELECT fid, rn, line, parsed, keep,
+        {'v_ts_start' if 'ts_start' in cols else 'NULL::VARCHAR'} AS raw_start,
+        {'v_ts_end' if 'ts_end' in cols else 'NULL::VARCHAR'} AS raw_end,
+        CAST(TRY_CAST({'v_duration' if 'duration' in cols else 'NULL::VARCHAR'} AS DOUBLE) * gw_us_factor({_lit(dur_unit)}) AS BIGINT) AS dur_us{typed}
+    FROM (
+        SELECT *, coalesce({keep}, false) AS keep{pre}
+        FROM (SELECT fid, rn, line, parsed, {clean} FROM ({inner}))
     )"""
 
 
@@ -816,9 +837,12 @@ SELECT {out('request_id')}, {out('header_request_id')}, {out('tenant_id')}, {out
     {out('upstream')}, {_lit(spec.layer)}, {_lit(spec.name)}, false, fid, rn
 FROM (
     SELECT *,
-        CASE WHEN keep THEN coalesce({ts_of('raw_start', start)}, {ts_of('raw_end', end)} - to_microseconds(dur_us)) END AS ts_start,
-        CASE WHEN keep THEN coalesce({ts_of('raw_end', end)}, {ts_of('raw_start', start)} + to_microseconds(dur_us)) END AS ts_end
-    FROM ({_records_sql(plan, src, tz, parsed)})
+        CASE WHEN keep THEN coalesce(t_s, t_e - to_microseconds(dur_us)) END AS ts_start,
+        CASE WHEN keep THEN coalesce(t_e, t_s + to_microseconds(dur_us)) END AS ts_end
+    FROM (
+        SELECT *, {ts_of('raw_start', start)} AS t_s, {ts_of('raw_end', end)} AS t_e
+        FROM ({_records_sql(plan, src, tz, parsed)})
+    )
 )
 """
 
@@ -840,7 +864,7 @@ def reasons_sql(plan: FilePlan, *, file_ids: list[int], tz: str) -> str:
            f"WHERE file_id IN ({ids}) AND ts_start IS NULL")
     return f"""
 SELECT fid, rn, CASE WHEN line IS NULL OR trim(line) = '' THEN 'empty line'
-    WHEN f IS NULL OR (json_valid(line) AND NOT {'true' if text else "json_type(line) = 'OBJECT'"}) THEN {parse_fail}
+    WHEN NOT parsed OR (json_valid(line) AND NOT {'true' if text else "json_type(line) = 'OBJECT'"}) THEN {parse_fail}
     WHEN NOT keep THEN {_lit(spec.keep_reason or 'filtered out')}
     WHEN raw_start IS NULL AND raw_end IS NULL THEN {_lit('missing timestamp (' + ts_fields + ')')}
     ELSE 'unparseable timestamp: ' || left(coalesce(raw_start, raw_end), 100) END AS reason,
@@ -940,7 +964,7 @@ def _load_fast(case: Case, it: _Item, tz: str, get_scan: Any) -> _Counts | None:
                                  source=_read_json_source(plan, it.read_path, it.comp, it.file_id)))
     scan: Scan = get_scan()
     n = con.execute("SELECT count(*) FROM gateway_requests WHERE file_id = $f", {"f": it.file_id}).fetchall()[0][0]
-    if scan.blank or int(n) != scan.lines:
+    if int(n) != scan.lines:
         return None
     bad = [r[0] for r in con.execute(
         "SELECT line_no FROM gateway_requests WHERE file_id = $f AND ts_start IS NULL", {"f": it.file_id}

