@@ -151,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="after the measured runs, one extra profiled run of each toolkit step (SQL "
                         "statement times, Python hot spots, DuckDB operators) for the report")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--from-json", type=Path, default=None, metavar="FILE",
+                   help="measure nothing: re-render the report from the raw JSON of an earlier run "
+                        "(e.g. to add --notes-file after reading the figures)")
     return p
 
 
@@ -390,10 +393,58 @@ def profile_scale(
         _record(suite, label, f"profile:{key}", 0, run_child(sp, opts.timeout_s))
 
 
+def load_suite(path: Path, opts: Options) -> Suite:
+    """Rebuild a measured :class:`Suite` from its raw JSON (``--from-json``) to re-render the report.
+
+    The measurement options (scales, runs, step groups) come from the file; ``opts`` supplies the
+    rendering ones (``--out``, ``--note``, ``--notes-file``).
+    """
+    from benchmarks.layout import Manifest
+
+    data = json.loads(path.read_text(encoding="utf-8"))
+    o = data["options"]
+    opts.scales = [(str(a), int(b)) for a, b in o["scales"]]
+    opts.runs = int(o["runs"])
+    opts.pandas_runs = int(o["pandas_runs"])
+    opts.investigate_runs = int(o.get("investigate_runs", 1))
+    opts.groups = tuple(o["groups"])
+    opts.scale_groups = {k: tuple(v) for k, v in (o.get("scale_groups") or {}).items()}
+    opts.profile = bool(o.get("profile"))
+    if not opts.note:
+        opts.note = str(o.get("note") or "")
+    suite = Suite(options=opts, started=dt.datetime.fromisoformat(data["started"]))
+    suite.finished = dt.datetime.fromisoformat(data["finished"]) if data.get("finished") else None
+    suite.machine = data["machine"]
+    suite.manifests = {k: Manifest.from_json(v) for k, v in data["manifests"].items()}
+    suite.results = data["results"]
+    suite.analysis_functions = list(data.get("analysis_functions") or [])
+    suite.output_functions = list(data.get("output_functions") or [])
+    lb, la = data.get("load_before"), data.get("load_after")
+    suite.load_before = (float(lb[0]), float(lb[1]), float(lb[2])) if lb else None
+    suite.load_after = (float(la[0]), float(la[1]), float(la[2])) if la else None
+    as_sets = ("found", "extra", "toolkit_tenants", "pandas_tenants", "truth_tenants")
+    for scale, c in (data.get("correctness") or {}).items():
+        fixed: dict[str, Any] = {}
+        for k, v in c.items():
+            if isinstance(v, dict):
+                v = {kk: (set(vv) if kk in as_sets else vv) for kk, vv in v.items()}
+            elif k in as_sets and isinstance(v, list):
+                v = set(v)
+            fixed[k] = v
+        suite.correctness[scale] = fixed
+    return suite
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the suite; write the report; return the exit status (1 if any step failed)."""
     args = build_parser().parse_args(argv)
     opts = resolve_options(args)
+    if args.from_json is not None:
+        suite = load_suite(args.from_json, opts)
+        opts.out.parent.mkdir(parents=True, exist_ok=True)
+        opts.out.write_text(report.render(suite), encoding="utf-8")
+        _log(opts, f"re-rendered {opts.out} from {args.from_json}")
+        return 0
     suite = Suite(options=opts, started=dt.datetime.now(dt.UTC))
     suite.machine = report.machine_info()
     suite.load_before = report.loadavg()
