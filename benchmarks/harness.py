@@ -151,9 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="after the measured runs, one extra profiled run of each toolkit step (SQL "
                         "statement times, Python hot spots, DuckDB operators) for the report")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    p.add_argument("--from-json", type=Path, default=None, metavar="FILE",
-                   help="measure nothing: re-render the report from the raw JSON of an earlier run "
-                        "(e.g. to add --notes-file after reading the figures)")
+    p.add_argument("--from-json", type=Path, action="append", default=None, metavar="FILE",
+                   help="measure nothing: re-render the report from the raw JSON of earlier runs "
+                        "(repeatable: the runs are merged, e.g. 100k+1m and a separate 6m:gateway; "
+                        "or to add --notes-file after reading the figures)")
     return p
 
 
@@ -435,15 +436,42 @@ def load_suite(path: Path, opts: Options) -> Suite:
     return suite
 
 
+def merge_suite(into: Suite, other: Suite) -> None:
+    """Add another run's scales and measurements to ``into`` (same machine, separate invocation)."""
+    o, n = into.options, other.options
+    have = {label for label, _ in o.scales}
+    for label, requests in n.scales:
+        if label not in have:
+            o.scales.append((label, requests))
+        o.scale_groups[label] = n.groups_for(label)
+    o.scales.sort(key=lambda s: s[1])
+    into.results += other.results
+    into.manifests.update(other.manifests)
+    for scale, c in other.correctness.items():
+        into.correctness.setdefault(scale, c)
+    for name in other.analysis_functions:
+        if name not in into.analysis_functions:
+            into.analysis_functions.append(name)
+    for name in other.output_functions:
+        if name not in into.output_functions:
+            into.output_functions.append(name)
+    if other.finished and (into.finished is None or other.finished > into.finished):
+        into.finished = other.finished
+        into.load_after = other.load_after
+    into.started = min(into.started, other.started)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the suite; write the report; return the exit status (1 if any step failed)."""
     args = build_parser().parse_args(argv)
     opts = resolve_options(args)
-    if args.from_json is not None:
-        suite = load_suite(args.from_json, opts)
+    if args.from_json:
+        suite = load_suite(args.from_json[0], opts)
+        for extra in args.from_json[1:]:
+            merge_suite(suite, load_suite(extra, resolve_options(build_parser().parse_args([]))))
         opts.out.parent.mkdir(parents=True, exist_ok=True)
         opts.out.write_text(report.render(suite), encoding="utf-8")
-        _log(opts, f"re-rendered {opts.out} from {args.from_json}")
+        _log(opts, f"re-rendered {opts.out} from {', '.join(map(str, args.from_json))}")
         return 0
     suite = Suite(options=opts, started=dt.datetime.now(dt.UTC))
     suite.machine = report.machine_info()
