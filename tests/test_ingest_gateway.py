@@ -406,6 +406,45 @@ def test_non_utf8_line_is_loaded_and_line_numbers_hold(case: forensics.Case, tmp
                    (5, "8bd41f07a2c3e903")]
 
 
+FAST_PATH_CASES = [
+    # lines of the file (by index into the ns fixture, or raw bytes), expected (line_no, reason) rejects
+    ("plain", [1, b'{"RayID":"cut","EdgeStartTimestamp":17883', 2, b"[1, 2]", 5], [(2, "invalid JSON"), (4, "not a JSON object")]),
+    ("non-utf8", [1, "latin", 2], []),
+    ("blank-line-falls-back", [1, b"", 2, b"   ", 5], [(2, "empty line"), (4, "empty line")]),
+]
+
+
+@pytest.mark.parametrize(("label", "parts", "rejects"), FAST_PATH_CASES, ids=[c[0] for c in FAST_PATH_CASES])
+@pytest.mark.parametrize("compress", ["none", "gzip"])
+def test_ndjson_fast_path_numbers_and_raw_bytes(case: forensics.Case, tmp_path: Path, label: str,
+                                                parts: list[Any], rejects: list[tuple[int, str]],
+                                                compress: str) -> None:
+    lines = (FIX / "cloudflare_http_ns.ndjson").read_bytes().splitlines()
+    good = [ln for ln in lines if ln.strip().endswith(b"}")]
+    body = []
+    for part in parts:
+        if part == "latin":
+            body.append(good[0].replace(b"api.example.net", b"caf\xe9.example.net"))
+        elif isinstance(part, int):
+            body.append(good[part])
+        else:
+            body.append(part)
+    data = b"\n".join(body) + b"\n"
+    p = tmp_path / ("f.ndjson.gz" if compress == "gzip" else "f.ndjson")
+    p.write_bytes(gzip.compress(data) if compress == "gzip" else data)
+    s = case.ingest_gateway(p, format="cloudflare-http")
+    f = s.files[0]
+    assert f.lines_read == len(parts) and f.reconciles and f.rows_rejected == len(rejects)
+    got = case.sql("SELECT line_no, reason, raw FROM rejected_lines ORDER BY line_no").fetchall()
+    assert [(ln, r) for ln, r, _ in got] == rejects
+    for ln, _, raw in got:
+        assert raw == body[ln - 1]
+    loaded = case.sql("SELECT line_no, request_id FROM gateway_requests ORDER BY line_no").fetchall()
+    want = [(i + 1, json.loads(b.decode("utf-8", "replace"))["RayID"]) for i, b in enumerate(body)
+            if (i + 1) not in {r[0] for r in rejects}]
+    assert loaded == want
+
+
 def test_source_files_are_not_modified(case: forensics.Case, tmp_path: Path) -> None:
     p = tmp_path / "ro.ndjson"
     shutil.copy(FIX / "cloudflare_http_ns.ndjson", p)
@@ -420,6 +459,30 @@ def test_sniff_containers() -> None:
         "cloudflare_http_ns.ndjson", "cloudflare_http_unix.csv", "ai_gateway_rest.json",
         "litellm_spendlogs.json", "smg_router.log", "cloudflare_http_rfc3339.ndjson.gz")] == [
         "ndjson", "csv", "json-doc", "json-array", "text", "ndjson"]
+
+
+def test_scan_file_counts_lines_and_marks(tmp_path: Path) -> None:
+    from forensics.sources.gateway import _raw_lines, scan_file
+
+    lines = [b"x" * (i % 977) + b"%d" % i for i in range(30000)]
+    p = tmp_path / "big.txt"
+    p.write_bytes(b"\n".join(lines))  # no final newline
+    sc = scan_file(p)
+    import hashlib
+
+    assert sc.lines == 30000 and sc.sha == hashlib.sha256(p.read_bytes()).hexdigest() and sc.marks
+    want = {1, 2, 777, 15000, 29999, 30000}
+    assert _raw_lines(p, "none", want, sc.marks) == {n: lines[n - 1] for n in want}
+
+
+def test_benchmark_smoke(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.bench_gateway_ingest import run_benchmark
+
+    figs = run_benchmark(rows=300, workdir=tmp_path, variants=("plain",))
+    v = figs["plain"]
+    assert v["counts_ok"] and v["forensics"]["rows"] == v["expected"]["lines"] == 302
+    assert {"ratio_rows_per_s", "ratio_mb_per_s", "ratio_cpu", "ratio_peak_rss"} <= set(v)
 
 
 def test_summary_frame_and_render(case: forensics.Case) -> None:

@@ -837,7 +837,8 @@ SELECT {out('request_id')}, {out('header_request_id')}, {out('tenant_id')}, {out
     {out('upstream')}, {_lit(spec.layer)}, {_lit(spec.name)}, false, fid, rn
 FROM (
     SELECT *,
-        CASE WHEN keep THEN coalesce(t_s, t_e - to_microseconds(dur_us)) END AS ts_start,
+        -- only an end and no duration logged: the start is taken as the end (ts_raw shows which)
+        CASE WHEN keep THEN coalesce(t_s, t_e - to_microseconds(dur_us), t_e) END AS ts_start,
         CASE WHEN keep THEN coalesce(t_e, t_s + to_microseconds(dur_us)) END AS ts_end
     FROM (
         SELECT *, {ts_of('raw_start', start)} AS t_s, {ts_of('raw_end', end)} AS t_e
