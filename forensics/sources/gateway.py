@@ -44,9 +44,7 @@ from forensics.errors import (
     ParameterError,
 )
 from forensics.sources.files import (
-    GZIP_MAGIC,
     RAW_CAP,
-    ZSTD_MAGIC,
     compression_of,
     expand_paths,
     finish_file,
@@ -1589,9 +1587,7 @@ __all__ = [
     "ingest_gateway",
     "resolve_spec",
     "salvage_to_file",
+    "scan_file",
     "sniff",
     "ts_sql",
 ]
-
-# Keep magic constants importable for the tests that build fixtures by hand.
-_ = (GZIP_MAGIC, ZSTD_MAGIC)
