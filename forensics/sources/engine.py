@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -287,31 +289,38 @@ def stage_lines(
     chunk_bytes: int = CHUNK_BYTES,
     segment_bytes: int = SEGMENT_BYTES,
 ) -> None:
-    """Stream a file's physical lines into the temp table ``_eng_raw`` (1-based line numbers).
+    """Stream a file's physical lines to DuckDB as the Arrow view ``_eng_raw`` (1-based line numbers).
 
     Every ``segment_bytes`` of text (and at the end) ``on_segment`` is called to process the
-    staged lines, then the table is emptied: memory stays bounded whatever the file size. The
-    last line is kept even without a trailing newline, except when a compressed stream broke off:
-    that partial line is set aside in ``state.cut_line`` for ``rejected_lines``.
+    staged lines (registered as ``_eng_raw``), then they are released: memory stays bounded
+    whatever the file size. The last line is kept even without a trailing newline, except when a
+    compressed stream broke off: that partial line is set aside in ``state.cut_line`` for
+    ``rejected_lines``.
     """
     con = case.con
-    con.execute("CREATE OR REPLACE TEMP TABLE _eng_raw (line_no BIGINT, line VARCHAR)")
     pending = b""
     next_line = 1
     staged = 0
+    tables: list[pa.Table] = []
 
     def segment() -> None:
         nonlocal staged
-        on_segment()
-        con.execute("CREATE OR REPLACE TEMP TABLE _eng_raw (line_no BIGINT, line VARCHAR)")
+        # DuckDB scans the Arrow chunks in place (no copy into a staging table). register()
+        # refuses while an earlier result is still open (a fetchone()): complete() it first.
+        con.complete()
+        con.register("_eng_raw", pa.concat_tables(tables))
+        try:
+            on_segment()
+        finally:
+            con.complete()
+            con.unregister("_eng_raw")
+        tables.clear()
         staged = 0
 
     def flush(data: bytes) -> None:
         nonlocal next_line, staged
         tbl = _to_arrow(data, next_line, state)
-        con.register("_eng_chunk", tbl)
-        con.execute("INSERT INTO _eng_raw SELECT line_no, line FROM _eng_chunk")
-        con.unregister("_eng_chunk")
+        tables.append(tbl)
         next_line += tbl.num_rows
         staged += len(data)
         if staged >= segment_bytes:
@@ -375,7 +384,23 @@ def _file_hour(src: EngineSource, tz: str) -> dt.datetime | None:
 
 
 def _process_segment(case: Case, src: EngineSource, file_id: int, tz: str, state: _ReadState) -> None:
-    """Classify and load the staged lines of one segment; add to the file's counts and rejects."""
+    """Classify and load the staged lines of one segment; add to the file's counts and rejects.
+
+    One transaction per segment: one commit (WAL write, checkpoint) instead of one per statement,
+    and the segment's temp tables are released at its end (memory stays bounded).
+    """
+    con = case.con
+    con.execute("BEGIN TRANSACTION")
+    try:
+        _segment_statements(case, src, file_id, tz, state)
+        con.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
+        raise
+
+
+def _segment_statements(case: Case, src: EngineSource, file_id: int, tz: str, state: _ReadState) -> None:
     con = case.con
     con.execute(q.STAGE)
     if src.kind == "metrics":
@@ -651,8 +676,7 @@ def ingest_engine(
             if bar is not None:
                 bar.update(bar.task_ids[0], advance=src.path.stat().st_size)
     starts = rebuild_starts(case, touched)
-    for t in ("_eng_raw", "_eng_cls"):
-        case.con.execute(f"DROP TABLE IF EXISTS {t}")
+    case.con.execute("DROP TABLE IF EXISTS _eng_cls")
     summary.elapsed_s = time.perf_counter() - t0
     summary.notes["engine line kinds"] = dict(sorted(kinds.items(), key=lambda kv: -kv[1]))
     summary.notes["engine unrecognised sample"] = samples

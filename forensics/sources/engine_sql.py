@@ -1,6 +1,6 @@
 """The SQL half of the engine loader: classify staged lines and extract typed rows in DuckDB.
 
-Every statement works on the temp table ``_eng_raw(line_no, line)`` holding one file's physical
+Every statement works on ``_eng_raw(line_no, line)`` (an Arrow view) holding one file's physical
 lines (see :mod:`forensics.sources.engine`). Nothing here loops over lines in Python: lines are
 classified with cheap prefix/contains tests and fields are pulled with vectorised regexes.
 
