@@ -288,6 +288,17 @@ def ensure_data(opts: Options, label: str, requests: int) -> tuple[Path, Manifes
 # -- the schedule -------------------------------------------------------------------------------
 
 
+def _clean_work(work: Path, keep: Path) -> None:
+    """Delete the scratch databases of finished steps (all but the analysis case)."""
+    for p in work.iterdir():
+        if p.name.startswith(keep.name):
+            continue
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+
+
 def _record(suite: Suite, label: str, key: str, run: int, rec: dict[str, Any]) -> None:
     rec["scale"] = label
     rec["key"] = key
@@ -316,51 +327,54 @@ def run_scale(suite: Suite, label: str, requests: int) -> None:
     def spec(step: str, **params: Any) -> dict[str, Any]:
         return {"step": step, **base, "params": params}
 
+    def child(sp: dict[str, Any]) -> dict[str, Any]:
+        rec = run_child(sp, opts.timeout_s)
+        if not opts.keep_work:
+            _clean_work(work, keep=case_path)
+        return rec
+
     built = False  # the case for the analysis steps was built successfully (when e2e is not run)
     for run in range(1, opts.runs + 1):
         if "gateway" in groups:
             for g in manifest.gateway:
                 for step in ("toolkit_gateway", "bare_gateway"):
-                    rec = run_child(spec(step, group=g.name, raw_bytes=g.raw_bytes), opts.timeout_s)
+                    rec = child(spec(step, group=g.name, raw_bytes=g.raw_bytes))
                     _record(suite, label, f"{step}:{g.name}", run, rec)
         if "engine" in groups:
             for step in ("toolkit_engine", "bare_engine", "scan_engine"):
-                rec = run_child(spec(step, group="engine", raw_bytes=manifest.engine.raw_bytes), opts.timeout_s)
+                rec = child(spec(step, group="engine", raw_bytes=manifest.engine.raw_bytes))
                 _record(suite, label, step, run, rec)
         case_ok = built
         if "e2e" in groups:
-            rec = run_child(spec("toolkit_e2e", case=str(case_path)), opts.timeout_s)
+            rec = child(spec("toolkit_e2e", case=str(case_path)))
             _record(suite, label, "toolkit_e2e", run, rec)
             case_ok = bool(rec.get("ok"))
         elif ("analysis" in groups or "outputs" in groups) and run == 1:
             # the analysis steps need a loaded case: build it once, unmeasured
-            rec = run_child(spec("toolkit_e2e", case=str(case_path)), opts.timeout_s)
+            rec = child(spec("toolkit_e2e", case=str(case_path)))
             if not rec.get("ok"):
                 _record(suite, label, "toolkit_e2e", run, rec)
             case_ok = built = bool(rec.get("ok"))
         if "analysis" in groups and analysis and case_ok:
             passed = []
             for name in analysis:
-                rec = run_child(spec("analysis", case=str(case_path), functions=[name],
-                                     requests=requests), opts.timeout_s)
+                rec = child(spec("analysis", case=str(case_path), functions=[name], requests=requests))
                 _record(suite, label, f"analysis:{name}", run, rec)
                 if rec.get("ok"):
                     passed.append(name)
             if passed:
-                rec = run_child(spec("analysis", case=str(case_path), functions=passed,
-                                     requests=requests), opts.timeout_s)
+                rec = child(spec("analysis", case=str(case_path), functions=passed, requests=requests))
                 _record(suite, label, "analysis:all", run, rec)
         if "outputs" in groups and case_ok:
             for name in suite.output_functions:
-                rec = run_child(spec("outputs", case=str(case_path), output=name, requests=requests),
-                                opts.timeout_s)
+                rec = child(spec("outputs", case=str(case_path), output=name, requests=requests))
                 _record(suite, label, f"outputs:{name}", run, rec)
         if "investigate" in groups and run <= opts.investigate_runs:
             raw = sum(g.raw_bytes for g in manifest.gateway) + manifest.engine.raw_bytes
-            rec = run_child(spec("investigate", raw_bytes=raw), opts.timeout_s)
+            rec = child(spec("investigate", raw_bytes=raw))
             _record(suite, label, "investigate", run, rec)
         if "pandas" in groups and run <= opts.pandas_runs:
-            rec = run_child(spec("pandas_e2e"), opts.timeout_s)
+            rec = child(spec("pandas_e2e"))
             _record(suite, label, "pandas_e2e", run, rec)
     if opts.profile:
         profile_scale(suite, label, manifest, spec, analysis if (built or case_ok) else [], groups)
