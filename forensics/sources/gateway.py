@@ -78,6 +78,11 @@ KNOWN_OPTIONS = {
     "tenant_attribute": "otel: the span or resource attribute that holds the tenant",
 }
 
+#: Input bytes between two gzip resume points of :func:`scan_file` (each holds a 32 KiB window).
+GZ_POINT_EVERY = 16 * 1024 * 1024
+#: Longest partial line kept at a resume point.
+RAW_LINE_MAX = 8 * 1024 * 1024
+
 #: Rows sampled per file for detection and the required-field check.
 SAMPLE_RECORDS = 200
 
@@ -632,6 +637,9 @@ class Scan:
     lines: int = 0
     #: (byte offset, lines before it) every few MB of a plain file, to fetch a line without a full read
     marks: list[tuple[int, int]] | None = None
+    #: gzip resume points every few MB of input: (input offset, decompressor copy, lines before the
+    #: output that follows, the partial line already decompressed), for the same purpose
+    gz_points: list[tuple[int, Any, int, bytes]] | None = None
 
 
 def scan_file(path: Path) -> Scan:
@@ -664,10 +672,17 @@ def scan_file(path: Path) -> Scan:
         if comp == "gzip":
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)
             ok = True
+            out.gz_points = []
+            offset = 0
             while block := fh.read(1 << 22):
                 h.update(block)
                 if not ok:
                     continue  # a corrupt stream: keep hashing; the loader reports the damage
+                if offset % GZ_POINT_EVERY < len(block) or offset == 0:
+                    tail = last[last.rfind(b"\n") + 1:] if last else b""
+                    if len(tail) < RAW_LINE_MAX:
+                        out.gz_points.append((offset, d.copy(), out.lines, tail))
+                offset += len(block)
                 try:
                     feed(d.decompress(block))
                     while d.eof and d.unused_data:
@@ -969,7 +984,7 @@ def _load_fast(case: Case, it: _Item, tz: str, get_scan: Any) -> _Counts | None:
         "SELECT line_no FROM gateway_requests WHERE file_id = $f AND ts_start IS NULL", {"f": it.file_id}
     ).fetchall()]
     if bad:
-        raws = _raw_lines(Path(it.read_path), it.comp, set(bad), scan.marks)
+        raws = _raw_lines(Path(it.read_path), it.comp, set(bad), scan.marks, scan.gz_points)
         text: list[tuple[int, str]] = []
         repair: list[tuple[int, str]] = []
         for ln in bad:
@@ -1079,11 +1094,13 @@ def _fix_line_numbers(con: duckdb.DuckDBPyConnection, file_id: int, rejected: li
 
 
 def _raw_lines(path: Path, comp: str, wanted: set[int],
-               marks: list[tuple[int, int]] | None = None) -> dict[int, bytes]:
+               marks: list[tuple[int, int]] | None = None,
+               gz_points: list[tuple[int, Any, int, bytes]] | None = None) -> dict[int, bytes]:
     """The original bytes of a few physical lines (readers show them lossily, or not at all).
 
-    With ``marks`` (seek points of a plain file, from :func:`scan_file`) only the blocks holding
-    the wanted lines are read; otherwise the file is streamed up to the last wanted line.
+    With ``marks`` (seek points of a plain file) or ``gz_points`` (resume points of a gzip stream),
+    both from :func:`scan_file`, only the blocks holding the wanted lines are read; otherwise the
+    file is streamed up to the last wanted line.
     """
     out: dict[int, bytes] = {}
     if not wanted:
@@ -1112,6 +1129,8 @@ def _raw_lines(path: Path, comp: str, wanted: set[int],
                         out[n] = raw.rstrip(b"\r\n")
                         break
         return out
+    if gz_points and comp == "gzip":
+        return _raw_lines_gz(path, wanted, gz_points)
     last = max(wanted)
     try:
         with open_decompressed(path) as fh:
@@ -1122,6 +1141,47 @@ def _raw_lines(path: Path, comp: str, wanted: set[int],
                     break
     except (OSError, EOFError, zlib.error):
         pass
+    return out
+
+
+def _raw_lines_gz(path: Path, wanted: set[int], points: list[tuple[int, Any, int, bytes]]) -> dict[int, bytes]:
+    """Fetch lines of a gzip file by resuming decompression at the nearest point before each."""
+    import bisect
+
+    out: dict[int, bytes] = {}
+    firsts = [before for _, _, before, _ in points]
+    with open(path, "rb") as fh:
+        for n in sorted(wanted):
+            if n in out:
+                continue
+            offset, state, before, tail = points[max(0, bisect.bisect_right(firsts, n - 1) - 1)]
+            d = state.copy()
+            fh.seek(offset)
+            buf = tail
+            ln = before + 1  # the number of the line that starts buf
+            try:
+                while n not in out:
+                    block = fh.read(1 << 20)
+                    if not block:
+                        if buf and ln == n:
+                            out[n] = buf.rstrip(b"\r")
+                        break
+                    data = d.decompress(block)
+                    while d.eof and d.unused_data:
+                        rest = d.unused_data
+                        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                        data += d.decompress(rest)
+                    buf += data
+                    parts = buf.split(b"\n")
+                    buf = parts.pop()
+                    for part in parts:
+                        if ln in wanted:
+                            out[ln] = part.rstrip(b"\r")
+                        ln += 1
+                    if ln > n and n not in out:
+                        break
+            except zlib.error:
+                continue
     return out
 
 
