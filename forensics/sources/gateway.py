@@ -1531,11 +1531,15 @@ def _ingest_one(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], ba
         fs.file_id = file_id
         try:
             with _progress_poller(con, bar, size):
-                fast_counts = (_load_fast(case, _Item(plan, file_id, str(path), comp), tz, get_scan)
-                               if fast else None)
+                fast_counts: _Counts | None = None
+                if fast:
+                    # whatever read_json refuses (a truncated stream, a huge object) the line
+                    # reader below reads or reports precisely
+                    with contextlib.suppress(duckdb.Error):
+                        fast_counts = _load_fast(case, _Item(plan, file_id, str(path), comp), tz, get_scan)
                 if fast_counts is None:
                     if fast:
-                        # blank lines shifted read_json's numbering: redo through the line reader
+                        # refused, or blank lines shifted read_json's numbering: redo line by line
                         con.execute("ROLLBACK")
                         con.execute("BEGIN TRANSACTION")
                         rec = register_file(case, path, kind="gateway", format=spec.name, layer=spec.layer,
