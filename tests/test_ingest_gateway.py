@@ -256,6 +256,7 @@ BAD_INPUTS: list[tuple[str, dict[str, Any], type[Exception], str]] = [
     ("ambiguous", {"file": "ambiguous.ndjson"}, FormatDetectionError, "ambiguous format"),
     ("no-such-path", {"file": "nope.log"}, InputError, "no such file"),
     ("bad-json-array", {"file": "broken.json", "format": "litellm"}, InputError, "cannot read json-array"),
+    ("json-preset-on-text", {"file": "unknown.txt", "format": "nginx-json"}, InputError, "this file is plain text"),
 ]
 
 

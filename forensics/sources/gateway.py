@@ -1370,6 +1370,11 @@ def ingest_gateway(
                 sn = Sniff("text", sn.compression, [], set(), sn.text_lines)
         if spec.line_regex is not None and sn.container != "text":
             sn = Sniff("text", sn.compression, [], set(), [])
+        if spec.line_regex is None and sn.container == "text":
+            raise InputError(
+                f"{spec.name} reads JSON, CSV or Parquet records, but this file is plain text",
+                where=str(p), hint="pick the right --gateway-format, or a mapping .toml with line_regex",
+            )
         plan = FilePlan(p, apply_options(spec, options), sn, detected)
         check_required(plan)
         plans.append(plan)
