@@ -78,42 +78,37 @@ rej AS (
     WHERE kind = 'input_length' AND rid IS NOT NULL
     GROUP BY node, rid
 ),
-gw AS (
-    SELECT g.request_id, g.header_request_id, g.tenant_id, g.ts_start, g.ts_end, g.status,
-           g.prompt_tokens, g.tokens_source, g.request_bytes, g.streamed, g.in_band_error,
-           g.layer, g.file_id, g.line_no,
-           CASE g.layer WHEN 'edge' THEN 1 WHEN 'router' THEN 3 ELSE 2 END AS layer_rank,
-           COALESCE(g.header_request_id, g.request_id) AS lid,
-           CAST(floor(EXTRACT(EPOCH FROM g.ts_start) / 30) AS BIGINT) AS bucket
-    FROM gateway_requests_unique g
-),
--- candidates, found cheaply before anything is grouped: over-limit gateway records ...
+-- candidates, found cheaply before anything is grouped: over-limit 2xx gateway records ...
 gw_over AS (
-    SELECT g.* FROM gw g CROSS JOIN fleet_limit f
+    SELECT g.request_id, g.header_request_id, g.ts_start, g.prompt_tokens, g.request_bytes,
+           g.file_id, g.line_no,
+           CAST(floor(EXTRACT(EPOCH FROM g.ts_start) / 30) AS BIGINT) AS bucket
+    FROM gateway_requests_unique g CROSS JOIN fleet_limit f
     WHERE g.status BETWEEN 200 AND 299 AND g.prompt_tokens >= f.lim
 ),
 gw_over_ids AS (
     SELECT request_id AS id FROM gw_over WHERE request_id IS NOT NULL
     UNION SELECT header_request_id FROM gw_over WHERE header_request_id IS NOT NULL
 ),
--- ... and engine legs: rejected, 1-token prefills, over-limit prompts, or tied to such records
-cand_keys AS (
-    SELECT node, rid FROM rej
-    UNION
-    SELECT e.node, e.rid FROM engine_requests e
+-- ... and engine records: rejected, 1-token prefills, over-limit prompts, or tied to such records.
+-- Whole requests are then gathered by bootstrap_room (an integer join, cheap on millions of rows);
+-- rid joins only touch records that logged no room.
+cand_rows AS (
+    SELECT e.node, e.rid, e.bootstrap_room
+    FROM engine_requests e JOIN rej r ON r.rid = e.rid AND r.node = e.node
+    UNION ALL
+    SELECT e.node, e.rid, e.bootstrap_room FROM engine_requests e CROSS JOIN fleet_limit f
     WHERE e.rid IS NOT NULL
       AND ((e.kind IN ('finished', 'metrics') AND e.prompt_tokens = 1)
-           OR (e.kind = 'time_stats' AND e.input_len = 1))
-    UNION
-    SELECT e.node, e.rid FROM engine_requests e CROSS JOIN fleet_limit f
-    WHERE e.rid IS NOT NULL AND (e.prompt_tokens >= f.lim OR e.input_len >= f.lim)
-    UNION
-    SELECT e.node, e.rid FROM engine_requests e JOIN gw_over_ids i ON i.id = e.header_request_id
-    UNION
-    SELECT e.node, e.rid FROM engine_requests e JOIN gw_over_ids i ON i.id = e.rid
-    UNION
+           OR (e.kind = 'time_stats' AND e.input_len = 1)
+           OR e.prompt_tokens >= f.lim OR e.input_len >= f.lim)
+    UNION ALL
+    SELECT e.node, e.rid, e.bootstrap_room FROM engine_requests e JOIN gw_over_ids i ON i.id = e.header_request_id
+    UNION ALL
+    SELECT e.node, e.rid, e.bootstrap_room FROM engine_requests e JOIN gw_over_ids i ON i.id = e.rid
+    UNION ALL
     -- engine records near an over-limit gateway record, for the time-proximity match
-    SELECT e.node, e.rid
+    SELECT e.node, e.rid, e.bootstrap_room
     FROM (SELECT DISTINCT bucket FROM gw_over) b
     CROSS JOIN (VALUES (-1), (0), (1)) o (k)
     JOIN engine_requests e
@@ -122,22 +117,34 @@ cand_keys AS (
     WHERE e.rid IS NOT NULL
 ),
 cand_rooms AS (
-    SELECT DISTINCT e.bootstrap_room
-    FROM engine_requests e JOIN cand_keys k ON k.node = e.node AND k.rid = e.rid
-    WHERE e.bootstrap_room IS NOT NULL AND e.bootstrap_room <> 0
+    SELECT DISTINCT bootstrap_room FROM cand_rows
+    WHERE bootstrap_room IS NOT NULL AND bootstrap_room <> 0
+),
+eng0 AS (
+    SELECT r.* FROM engine_requests r JOIN cand_rooms m ON m.bootstrap_room = r.bootstrap_room
+),
+cand_keys AS (
+    SELECT node, rid FROM cand_rows WHERE rid IS NOT NULL
+    UNION
+    SELECT node, rid FROM eng0 WHERE rid IS NOT NULL
+),
+eng1 AS (
+    SELECT r.* FROM eng0 r
+    UNION ALL
+    -- records of those legs that logged no bootstrap_room (e.g. metrics records)
+    SELECT r.* FROM engine_requests r JOIN cand_keys k ON k.rid = r.rid AND k.node = r.node
+    WHERE r.bootstrap_room IS NULL
 ),
 eng AS (
     SELECT r.node, r.rid, r.kind, r.ts, r.ts_inferred, r.bootstrap_host, r.bootstrap_room, r.stream,
            r.header_request_id, r.prompt_tokens, r.input_len, r.finish_type, r.stats_type,
            CAST(r.file_id AS BIGINT) * 10000000000 + r.line_no AS ref
-    FROM engine_requests r
+    FROM eng1 r
     WHERE r.rid IS NOT NULL
       AND NOT COALESCE(r.is_health_check, false)
       AND substr(r.rid, 1, 13) <> 'HEALTH_CHECK_'
       AND COALESCE(r.bootstrap_room, -1) <> 0
       AND COALESCE(r.bootstrap_host, '') <> '2.2.2.2'
-      AND (EXISTS (SELECT 1 FROM cand_keys k WHERE k.node = r.node AND k.rid = r.rid)
-           OR EXISTS (SELECT 1 FROM cand_rooms m WHERE m.bootstrap_room = r.bootstrap_room))
 ),
 legs AS (
     SELECT e.node, e.rid,
@@ -210,17 +217,20 @@ chain_ids AS (
     SELECT chain_key, ts_engine, prefill_rid, 2 FROM chains
     WHERE prefill_rid IS NOT NULL AND (decode_rid IS NULL OR prefill_rid <> decode_rid)
 ),
-gw_ids AS (
-    SELECT file_id, line_no, ts_start, request_id AS id FROM gw WHERE request_id IS NOT NULL
+gw_idhit AS (
+    -- probe the gateway table with the few candidate ids (never unpivot all of it)
+    SELECT g.file_id, g.line_no, g.ts_start, c.chain_key, c.prio, c.ts_engine
+    FROM gateway_requests_unique g JOIN chain_ids c ON c.id = g.request_id
     UNION ALL
-    SELECT file_id, line_no, ts_start, header_request_id FROM gw
-    WHERE header_request_id IS NOT NULL AND (request_id IS NULL OR header_request_id <> request_id)
+    SELECT g.file_id, g.line_no, g.ts_start, c.chain_key, c.prio, c.ts_engine
+    FROM gateway_requests_unique g JOIN chain_ids c ON c.id = g.header_request_id
+    WHERE g.request_id IS NULL OR g.header_request_id <> g.request_id
 ),
 id_pairs AS (
-    SELECT g.file_id, g.line_no, c.chain_key, min(c.prio) AS prio,
-           min(abs(EXTRACT(EPOCH FROM c.ts_engine) - EXTRACT(EPOCH FROM g.ts_start))) AS dt
-    FROM gw_ids g JOIN chain_ids c ON c.id = g.id
-    GROUP BY g.file_id, g.line_no, c.chain_key
+    SELECT file_id, line_no, chain_key, min(prio) AS prio,
+           min(abs(EXTRACT(EPOCH FROM ts_engine) - EXTRACT(EPOCH FROM ts_start))) AS dt
+    FROM gw_idhit
+    GROUP BY file_id, line_no, chain_key
 ),
 id_ranked AS (
     SELECT m.*,
@@ -238,10 +248,13 @@ free_buckets AS (
     FROM ch_free c CROSS JOIN (VALUES (-1), (0), (1)) o (k)
 ),
 gw_near AS (
-    SELECT g.*
-    FROM gw g
-    WHERE EXISTS (SELECT 1 FROM gw_over o WHERE o.file_id = g.file_id AND o.line_no = g.line_no)
-       OR EXISTS (SELECT 1 FROM free_buckets b WHERE b.bucket = g.bucket)
+    SELECT g.request_id, g.header_request_id, g.ts_start, g.prompt_tokens, g.request_bytes,
+           g.file_id, g.line_no, b.bucket
+    FROM gateway_requests_unique g
+    JOIN free_buckets b ON b.bucket = CAST(floor(EXTRACT(EPOCH FROM g.ts_start) / 30) AS BIGINT)
+    UNION
+    SELECT request_id, header_request_id, ts_start, prompt_tokens, request_bytes, file_id, line_no, bucket
+    FROM gw_over
 ),
 gw_near_ids AS (
     SELECT file_id, line_no, request_id AS id FROM gw_near WHERE request_id IS NOT NULL
@@ -285,15 +298,31 @@ matches AS (
     SELECT file_id, line_no, chain_key, CASE WHEN tok = 1 THEN 'time_tokens' ELSE 'time' END
     FROM time_ranked WHERE rn_g = 1 AND rn_c = 1
 ),
-gw_cand AS (
-    SELECT g.* FROM gw g
-    WHERE EXISTS (SELECT 1 FROM matches m WHERE m.file_id = g.file_id AND m.line_no = g.line_no)
-       OR EXISTS (SELECT 1 FROM gw_over o WHERE o.file_id = g.file_id AND o.line_no = g.line_no)
+gw_keys AS (
+    SELECT file_id, line_no FROM matches
+    UNION
+    SELECT file_id, line_no FROM gw_over
+),
+gw AS (
+    SELECT g.request_id, g.header_request_id, g.tenant_id, g.ts_start, g.ts_end, g.status,
+           g.prompt_tokens, g.tokens_source, g.request_bytes, g.streamed, g.in_band_error,
+           g.layer, g.file_id, g.line_no,
+           CASE g.layer WHEN 'edge' THEN 1 WHEN 'router' THEN 3 ELSE 2 END AS layer_rank,
+           COALESCE(g.header_request_id, g.request_id) AS lid
+    FROM gateway_requests_unique g
+    JOIN gw_keys k ON k.file_id = g.file_id AND k.line_no = g.line_no
+),
+gw_outer AS (
+    -- the same logical request logged by a more outer layer (edge < proxy < router)
+    SELECT DISTINCT c.file_id, c.line_no
+    FROM gw c
+    JOIN gateway_requests_unique o
+      ON COALESCE(o.header_request_id, o.request_id) = c.lid
+     AND CASE o.layer WHEN 'edge' THEN 1 WHEN 'router' THEN 3 ELSE 2 END < c.layer_rank
 ),
 gw_cand_top AS (
-    -- the same logical request logged by an outer layer: report the outermost layer's record
-    SELECT c.* FROM gw_cand c
-    WHERE NOT EXISTS (SELECT 1 FROM gw o WHERE o.lid = c.lid AND o.layer_rank < c.layer_rank)
+    SELECT c.* FROM gw c
+    WHERE NOT EXISTS (SELECT 1 FROM gw_outer x WHERE x.file_id = c.file_id AND x.line_no = c.line_no)
 ),
 matches_top AS (
     SELECT m.*

@@ -41,14 +41,20 @@ xfer AS (
     GROUP BY bootstrap_room
 ),
 aborted AS (
-    SELECT DISTINCT node, rid FROM engine_requests
+    SELECT DISTINCT node, rid, bootstrap_room FROM engine_requests
     WHERE finish_type = 'abort' AND rid IS NOT NULL
 ),
 cand_rooms AS (
     SELECT bootstrap_room FROM xfer
     UNION
-    SELECT e.bootstrap_room FROM engine_requests e JOIN aborted a ON a.node = e.node AND a.rid = e.rid
-    WHERE e.bootstrap_room IS NOT NULL AND e.bootstrap_room <> 0
+    SELECT bootstrap_room FROM aborted WHERE bootstrap_room IS NOT NULL AND bootstrap_room <> 0
+),
+legrows AS (
+    -- whole requests by bootstrap_room (an integer join); roomless aborted legs by rid
+    SELECT e.* FROM engine_requests e JOIN cand_rooms m ON m.bootstrap_room = e.bootstrap_room
+    UNION ALL
+    SELECT e.* FROM engine_requests e JOIN aborted a ON a.rid = e.rid AND a.node = e.node
+    WHERE e.bootstrap_room IS NULL
 ),
 legs AS (
     SELECT e.node, e.rid,
@@ -57,13 +63,11 @@ legs AS (
            max(CASE WHEN e.finish_type = 'abort' THEN 1 ELSE 0 END) = 1 AS aborted,
            min(CASE WHEN e.finish_type = 'abort' THEN e.finish_message END) AS abort_message,
            min(CASE WHEN e.finish_type = 'abort' THEN CAST(e.file_id AS BIGINT) * 10000000000 + e.line_no END) AS abort_ref
-    FROM engine_requests e
+    FROM legrows e
     WHERE e.rid IS NOT NULL
       AND NOT COALESCE(e.is_health_check, false)
       AND substr(e.rid, 1, 13) <> 'HEALTH_CHECK_'
       AND COALESCE(e.bootstrap_host, '') <> '2.2.2.2'
-      AND (EXISTS (SELECT 1 FROM aborted a WHERE a.node = e.node AND a.rid = e.rid)
-           OR EXISTS (SELECT 1 FROM cand_rooms m WHERE m.bootstrap_room = e.bootstrap_room))
     GROUP BY e.node, e.rid
 ),
 node_roles AS (
@@ -89,21 +93,31 @@ req_ids AS (
     UNION ALL SELECT req_key, decode_rid, 2 FROM reqs WHERE decode_rid IS NOT NULL
     UNION ALL SELECT req_key, prefill_rid, 2 FROM reqs WHERE prefill_rid IS NOT NULL
 ),
-gw AS (
-    SELECT g.*, CASE g.layer WHEN 'edge' THEN 1 WHEN 'router' THEN 3 ELSE 2 END AS layer_rank,
-           COALESCE(g.header_request_id, g.request_id) AS lid
-    FROM gateway_requests_unique g
+gw_hits AS (
+    -- probe the gateway table with the few request ids (two equi-joins, no OR join)
+    SELECT g.file_id, g.line_no, r.req_key, r.prio
+    FROM req_ids r JOIN gateway_requests_unique g ON g.request_id = r.id
+    WHERE g.status BETWEEN 200 AND 299
+    UNION ALL
+    SELECT g.file_id, g.line_no, r.req_key, r.prio
+    FROM req_ids r JOIN gateway_requests_unique g ON g.header_request_id = r.id
     WHERE g.status BETWEEN 200 AND 299
 ),
 gw_req AS (
     SELECT file_id, line_no, req_key
     FROM (
-        SELECT g.file_id, g.line_no, r.req_key,
-               ROW_NUMBER() OVER (PARTITION BY g.file_id, g.line_no ORDER BY r.prio, r.req_key) AS rn
-        FROM req_ids r
-        JOIN gw g ON g.request_id = r.id OR g.header_request_id = r.id
+        SELECT h.*, ROW_NUMBER() OVER (PARTITION BY h.file_id, h.line_no ORDER BY h.prio, h.req_key) AS rn
+        FROM gw_hits h
     ) x
     WHERE rn = 1
+),
+gw AS (
+    SELECT g.*, CASE g.layer WHEN 'edge' THEN 1 WHEN 'router' THEN 3 ELSE 2 END AS layer_rank,
+           COALESCE(g.header_request_id, g.request_id) AS lid
+    FROM gateway_requests_unique g
+    WHERE g.status BETWEEN 200 AND 299
+      AND (g.in_band_error IS NOT NULL
+           OR EXISTS (SELECT 1 FROM gw_req m WHERE m.file_id = g.file_id AND m.line_no = g.line_no))
 ),
 found AS (
     SELECT g.request_id, COALESCE(g.header_request_id, q.header_request_id) AS header_request_id,
@@ -115,7 +129,6 @@ found AS (
     LEFT JOIN gw_req m ON m.file_id = g.file_id AND m.line_no = g.line_no
     LEFT JOIN reqs q ON q.req_key = m.req_key
     LEFT JOIN xfer x ON x.bootstrap_room = q.bootstrap_room
-    WHERE g.in_band_error IS NOT NULL OR m.req_key IS NOT NULL
 ),
 top AS (
     -- the same request at several layers: the outermost layer's record

@@ -67,19 +67,41 @@ rej AS (
     SELECT r.node, r.rid, r.ts, r.input_tokens FROM engine_rejections r
     WHERE r.kind = 'input_length'
 ),
-rej_outcome AS (
-    -- how did a rejected request end? the decode leg (same bootstrap_room) and the gateway record
-    SELECT r.node, r.rid, r.ts,
-           max(CASE WHEN d.finish_type IS NOT NULL AND d.finish_type <> 'abort' THEN 1 ELSE 0 END) AS decode_ok,
-           max(CASE WHEN g.status BETWEEN 200 AND 299 THEN 1 ELSE 0 END) AS gw_2xx
+rej_rooms AS (
+    SELECT r.node, r.rid, r.ts, max(p.bootstrap_room) AS bootstrap_room
     FROM rej r
-    LEFT JOIN engine_requests p ON p.node = r.node AND p.rid = r.rid AND p.bootstrap_room IS NOT NULL
-    LEFT JOIN engine_requests d
-      ON d.bootstrap_room = p.bootstrap_room AND d.node <> r.node AND d.kind IN ('finished', 'metrics')
-    LEFT JOIN engine_requests h
-      ON h.bootstrap_room = p.bootstrap_room AND h.header_request_id IS NOT NULL
-    LEFT JOIN gateway_requests_unique g
-      ON g.header_request_id = h.header_request_id OR g.request_id = d.rid OR g.request_id = r.rid
+    LEFT JOIN engine_requests p ON p.rid = r.rid AND p.node = r.node AND p.bootstrap_room IS NOT NULL
+    GROUP BY r.node, r.rid, r.ts
+),
+rej_legs AS (
+    -- the other legs of the rejected requests (same bootstrap_room)
+    SELECT d.* FROM engine_requests d
+    JOIN (SELECT DISTINCT bootstrap_room FROM rej_rooms WHERE bootstrap_room IS NOT NULL) m
+      ON m.bootstrap_room = d.bootstrap_room
+),
+rej_ids AS (
+    SELECT bootstrap_room, header_request_id AS id FROM rej_legs WHERE header_request_id IS NOT NULL
+    UNION
+    SELECT bootstrap_room, rid FROM rej_legs WHERE rid IS NOT NULL
+),
+rej_gw AS (
+    SELECT x.bootstrap_room, max(CASE WHEN x.status BETWEEN 200 AND 299 THEN 1 ELSE 0 END) AS gw_2xx
+    FROM (
+        SELECT i.bootstrap_room, g.status FROM rej_ids i JOIN gateway_requests_unique g ON g.request_id = i.id
+        UNION ALL
+        SELECT i.bootstrap_room, g.status FROM rej_ids i JOIN gateway_requests_unique g ON g.header_request_id = i.id
+    ) x
+    GROUP BY x.bootstrap_room
+),
+rej_outcome AS (
+    -- how did a rejected request end? its decode leg and its gateway record
+    SELECT r.node, r.rid, r.ts,
+           max(CASE WHEN d.node <> r.node AND d.kind IN ('finished', 'metrics')
+                     AND d.finish_type IS NOT NULL AND d.finish_type <> 'abort' THEN 1 ELSE 0 END) AS decode_ok,
+           max(COALESCE(g.gw_2xx, 0)) AS gw_2xx
+    FROM rej_rooms r
+    LEFT JOIN rej_legs d ON d.bootstrap_room = r.bootstrap_room
+    LEFT JOIN rej_gw g ON g.bootstrap_room = r.bootstrap_room
     GROUP BY r.node, r.rid, r.ts
 ),
 checks AS (
@@ -119,9 +141,12 @@ checks AS (
            CAST(count(e.rid) AS VARCHAR) || ' prompt(s) of >= ' || CAST(f.old_limit AS VARCHAR)
                || ' tokens (the old admission limit) prefilled in full after the fix'
     FROM fixes f
-    LEFT JOIN engine_requests e
-      ON e.node = f.node AND e.ts >= f.fixed_at AND e.kind IN ('finished', 'metrics')
-     AND e.prompt_tokens >= f.old_limit
+    LEFT JOIN (
+        SELECT e.node, e.rid, e.ts, e.prompt_tokens FROM engine_requests e
+        WHERE e.kind IN ('finished', 'metrics')
+          AND e.prompt_tokens >= (SELECT min(old_limit) FROM fixes)
+    ) e
+      ON e.node = f.node AND e.ts >= f.fixed_at AND e.prompt_tokens >= f.old_limit
     GROUP BY f.node, f.old_limit
     UNION ALL
     SELECT 5, 'integrity_events', CAST(NULL AS VARCHAR),

@@ -43,78 +43,110 @@ node_roles AS (
 ),
 eng AS (
     SELECT r.node, r.rid, r.kind, r.ts, r.ts_inferred, r.bootstrap_host, r.bootstrap_room, r.stream,
-           r.header_request_id, r.prompt_tokens, r.completion_tokens, r.input_len, r.finish_type,
-           r.finish_status_code, r.stats_type,
+           r.header_request_id, r.prompt_tokens, r.input_len, r.finish_type, r.finish_status_code,
+           COALESCE(nr.role, r.stats_type, 'unknown') AS role,
            -- (file, line) packed into one sortable number so min() picks a deterministic line
            CAST(r.file_id AS BIGINT) * 10000000000 + r.line_no AS ref
     FROM engine_requests r
+    LEFT JOIN node_roles nr ON nr.node = r.node
     WHERE r.rid IS NOT NULL
       AND NOT COALESCE(r.is_health_check, false)
       AND substr(r.rid, 1, 13) <> 'HEALTH_CHECK_'
       AND COALESCE(r.bootstrap_room, -1) <> 0
       AND COALESCE(r.bootstrap_host, '') <> '2.2.2.2'
 ),
-legs AS (
-    SELECT e.node, e.rid,
-           min(e.ts) AS ts_first,
-           min(CASE WHEN e.kind = 'received' THEN e.ts END) AS ts_received,
-           max(CASE WHEN e.kind = 'received' AND e.ts_inferred THEN 1 ELSE 0 END) = 1 AS received_inferred,
-           max(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.ts END) AS ts_finished,
-           max(e.bootstrap_room) AS bootstrap_room,
-           max(e.bootstrap_host) AS bootstrap_host,
-           max(e.header_request_id) AS header_request_id,
-           COALESCE(max(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.prompt_tokens END),
-                    max(CASE WHEN e.kind = 'time_stats' THEN e.input_len END)) AS tokens,
-           max(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.finish_type END) AS finish_type,
-           max(e.finish_status_code) AS finish_status_code,
-           max(CASE WHEN e.stream THEN 1 ELSE 0 END) = 1 AS stream,
-           max(e.stats_type) AS stats_type,
-           min(CASE WHEN e.kind = 'received' THEN e.ref END) AS received_ref,
-           min(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.ref END) AS finished_ref
-    FROM eng e
-    GROUP BY e.node, e.rid
-),
-legs_r AS (
-    SELECT l.*, COALESCE(nr.role, l.stats_type, 'unknown') AS role
-    FROM legs l LEFT JOIN node_roles nr ON nr.node = l.node
-),
-pl AS (SELECT * FROM legs_r WHERE role = 'prefill'),
-dl AS (SELECT * FROM legs_r WHERE role = 'decode'),
-chains0 AS (
+pd_chains AS (
+    -- PD: every record of one request carries its bootstrap_room, so one integer GROUP BY pairs
+    -- the prefill and the decode leg (a room retried on several prefill legs keeps the last rid)
     SELECT 'pd' AS engine_mode,
-           p.node AS prefill_node, p.rid AS prefill_rid, p.tokens AS prefill_tokens,
-           p.ts_first AS prefill_ts, p.finish_type AS prefill_finish_type,
-           p.received_ref AS prefill_received_ref, p.finished_ref AS prefill_finished_ref,
-           d.node AS decode_node, d.rid AS decode_rid, d.tokens AS decode_tokens,
+           max(CASE WHEN e.role = 'prefill' THEN e.node END) AS prefill_node,
+           max(CASE WHEN e.role = 'prefill' THEN e.rid END) AS prefill_rid,
+           COALESCE(max(CASE WHEN e.role = 'prefill' AND e.kind IN ('finished', 'metrics') THEN e.prompt_tokens END),
+                    max(CASE WHEN e.role = 'prefill' AND e.kind = 'time_stats' THEN e.input_len END)) AS prefill_tokens,
+           min(CASE WHEN e.role = 'prefill' THEN e.ts END) AS prefill_ts,
+           max(CASE WHEN e.role = 'prefill' AND e.kind IN ('finished', 'metrics') THEN e.finish_type END) AS prefill_finish_type,
+           min(CASE WHEN e.role = 'prefill' AND e.kind = 'received' THEN e.ref END) AS prefill_received_ref,
+           min(CASE WHEN e.role = 'prefill' AND e.kind IN ('finished', 'metrics') THEN e.ref END) AS prefill_finished_ref,
+           max(CASE WHEN e.role = 'decode' THEN e.node END) AS decode_node,
+           max(CASE WHEN e.role = 'decode' THEN e.rid END) AS decode_rid,
+           COALESCE(max(CASE WHEN e.role = 'decode' AND e.kind IN ('finished', 'metrics') THEN e.prompt_tokens END),
+                    max(CASE WHEN e.role = 'decode' AND e.kind = 'time_stats' THEN e.input_len END)) AS decode_tokens,
            -- a decode Receive line without its own timestamp (0.5.8-0.5.11 request logs) got the
            -- previous line's time: the router sent both legs at once, so the prefill Receive
            -- (when later) is the better estimate of when the decode leg started
-           CASE WHEN d.received_inferred AND p.ts_received > d.ts_first THEN p.ts_received
-                ELSE d.ts_first END AS decode_ts, d.ts_finished AS decode_finished_ts,
-           d.finish_type AS decode_finish_type, d.finish_status_code AS decode_finish_status_code,
-           d.received_ref AS decode_received_ref, d.finished_ref AS decode_finished_ref,
-           COALESCE(p.bootstrap_room, d.bootstrap_room) AS bootstrap_room,
-           COALESCE(p.bootstrap_host, d.bootstrap_host) AS bootstrap_host,
-           COALESCE(d.header_request_id, p.header_request_id) AS header_request_id,
-           (COALESCE(d.stream, false) OR COALESCE(p.stream, false)) AS engine_stream
-    FROM pl p
-    FULL OUTER JOIN dl d
-      ON p.bootstrap_room = d.bootstrap_room
-     AND (p.bootstrap_host IS NULL OR d.bootstrap_host IS NULL OR p.bootstrap_host = d.bootstrap_host)
+           CASE WHEN max(CASE WHEN e.role = 'decode' AND e.kind = 'received' AND e.ts_inferred THEN 1 ELSE 0 END) = 1
+                     AND min(CASE WHEN e.role = 'prefill' AND e.kind = 'received' THEN e.ts END)
+                         > min(CASE WHEN e.role = 'decode' THEN e.ts END)
+                THEN min(CASE WHEN e.role = 'prefill' AND e.kind = 'received' THEN e.ts END)
+                ELSE min(CASE WHEN e.role = 'decode' THEN e.ts END) END AS decode_ts,
+           max(CASE WHEN e.role = 'decode' AND e.kind IN ('finished', 'metrics') THEN e.ts END) AS decode_finished_ts,
+           max(CASE WHEN e.role = 'decode' AND e.kind IN ('finished', 'metrics') THEN e.finish_type END) AS decode_finish_type,
+           max(CASE WHEN e.role = 'decode' THEN e.finish_status_code END) AS decode_finish_status_code,
+           min(CASE WHEN e.role = 'decode' AND e.kind = 'received' THEN e.ref END) AS decode_received_ref,
+           min(CASE WHEN e.role = 'decode' AND e.kind IN ('finished', 'metrics') THEN e.ref END) AS decode_finished_ref,
+           e.bootstrap_room,
+           max(e.bootstrap_host) AS bootstrap_host,
+           COALESCE(max(CASE WHEN e.role = 'decode' THEN e.header_request_id END),
+                    max(e.header_request_id)) AS header_request_id,
+           max(CASE WHEN e.stream THEN 1 ELSE 0 END) = 1 AS engine_stream
+    FROM eng e
+    WHERE e.bootstrap_room IS NOT NULL AND e.role IN ('prefill', 'decode')
+    GROUP BY e.bootstrap_room
+),
+other_legs AS (
+    -- unified (or unknown-role) nodes, and records without a room: one leg is the whole request
+    SELECT CASE WHEN max(e.role) = 'unified' THEN 'unified'
+                WHEN max(e.role) IN ('prefill', 'decode') THEN 'pd' ELSE 'unknown' END AS engine_mode,
+           e.node, e.rid,
+           COALESCE(max(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.prompt_tokens END),
+                    max(CASE WHEN e.kind = 'time_stats' THEN e.input_len END)) AS tokens,
+           min(e.ts) AS ts_first,
+           max(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.ts END) AS ts_finished,
+           max(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.finish_type END) AS finish_type,
+           max(e.finish_status_code) AS finish_status_code,
+           min(CASE WHEN e.kind = 'received' THEN e.ref END) AS received_ref,
+           min(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.ref END) AS finished_ref,
+           max(e.bootstrap_room) AS bootstrap_room, max(e.bootstrap_host) AS bootstrap_host,
+           max(e.header_request_id) AS header_request_id,
+           max(CASE WHEN e.stream THEN 1 ELSE 0 END) = 1 AS stream,
+           max(e.role) AS role
+    FROM eng e
+    WHERE e.bootstrap_room IS NULL OR e.role NOT IN ('prefill', 'decode')
+    GROUP BY e.node, e.rid
+),
+chains0 AS (
+    SELECT engine_mode, prefill_node, prefill_rid, prefill_tokens, prefill_ts, prefill_finish_type,
+           prefill_received_ref, prefill_finished_ref, decode_node, decode_rid, decode_tokens,
+           decode_ts, decode_finished_ts, decode_finish_type, decode_finish_status_code,
+           decode_received_ref, decode_finished_ref, bootstrap_room, bootstrap_host,
+           header_request_id, engine_stream
+    FROM pd_chains
     UNION ALL
-    -- unified (or unknown-role) nodes do prefill and decode in one process: the leg is both
-    SELECT CASE WHEN u.role = 'unified' THEN 'unified' ELSE 'unknown' END,
-           u.node, u.rid, u.tokens, u.ts_first, u.finish_type, u.received_ref, u.finished_ref,
-           u.node, u.rid, u.tokens, u.ts_first, u.ts_finished, u.finish_type, u.finish_status_code,
-           u.received_ref, u.finished_ref,
+    SELECT u.engine_mode,
+           CASE WHEN u.role = 'decode' THEN NULL ELSE u.node END,
+           CASE WHEN u.role = 'decode' THEN NULL ELSE u.rid END,
+           CASE WHEN u.role = 'decode' THEN NULL ELSE u.tokens END,
+           CASE WHEN u.role = 'decode' THEN NULL ELSE u.ts_first END,
+           CASE WHEN u.role = 'decode' THEN NULL ELSE u.finish_type END,
+           CASE WHEN u.role = 'decode' THEN NULL ELSE u.received_ref END,
+           CASE WHEN u.role = 'decode' THEN NULL ELSE u.finished_ref END,
+           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.node END,
+           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.rid END,
+           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.tokens END,
+           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.ts_first END,
+           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.ts_finished END,
+           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.finish_type END,
+           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.finish_status_code END,
+           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.received_ref END,
+           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.finished_ref END,
            u.bootstrap_room, u.bootstrap_host, u.header_request_id, u.stream
-    FROM legs_r u
-    WHERE u.role NOT IN ('prefill', 'decode')
+    FROM other_legs u
 ),
 chains AS (
     SELECT c.*,
-           COALESCE(c.prefill_node || '|' || c.prefill_rid, '') || '>'
-               || COALESCE(c.decode_node || '|' || c.decode_rid, '') AS chain_key,
+           COALESCE('room:' || CAST(c.bootstrap_room AS VARCHAR) || '>' || c.engine_mode,
+                    COALESCE(c.prefill_node || '|' || c.prefill_rid, '') || '>'
+                        || COALESCE(c.decode_node || '|' || c.decode_rid, '')) AS chain_key,
            COALESCE(LEAST(c.prefill_ts, c.decode_ts), c.prefill_ts, c.decode_ts) AS ts_engine,
            COALESCE(c.decode_tokens, c.prefill_tokens) AS engine_tokens
     FROM chains0 c

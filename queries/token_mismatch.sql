@@ -3,10 +3,11 @@
 -- param $end TIMESTAMP: only requests before this UTC time (NULL: no bound)
 -- param $node VARCHAR: only requests whose prefill or decode leg ran on this node (NULL: all)
 --
--- Chains as in request_chain (legs by node + rid, prefill and decode paired by bootstrap_room,
--- health checks excluded), gateway records matched by shared id only (x-request-id or rid; a time
--- match already requires similar token counts, so it proves nothing here). One row per chain with
--- at least one disagreement; mismatch lists them:
+-- Engine counts are the prompt_tokens of the legs' Finish records (health checks excluded);
+-- prefill and decode legs pair by bootstrap_room; gateway records match by shared id only
+-- (x-request-id logged by the engine, or gateway id = engine rid; a time match already requires
+-- similar counts, so it proves nothing here; the outermost layer's record). Narrow joins only, so
+-- it stays cheap on millions of requests. One row per request with a disagreement; mismatch:
 --   placeholder        prefill counted 1 prompt token while decode counted more: the scheduler
 --                      swapped the prompt for the 1-token placeholder (the incident's bug)
 --   prefill_vs_decode  any other difference between the two legs' prompt_tokens
@@ -17,134 +18,131 @@ WITH
 node_roles AS (
     SELECT node, max(role) AS role FROM engine_starts GROUP BY node
 ),
-eng AS (
-    SELECT r.node, r.rid, r.kind, r.ts, r.ts_inferred, r.bootstrap_host, r.bootstrap_room, r.stream,
-           r.header_request_id, r.prompt_tokens, r.completion_tokens, r.input_len, r.finish_type,
-           r.finish_status_code, r.stats_type,
-           -- (file, line) packed into one sortable number so min() picks a deterministic line
-           CAST(r.file_id AS BIGINT) * 10000000000 + r.line_no AS ref
-    FROM engine_requests r
-    WHERE r.rid IS NOT NULL
-      AND NOT COALESCE(r.is_health_check, false)
-      AND substr(r.rid, 1, 13) <> 'HEALTH_CHECK_'
-      AND COALESCE(r.bootstrap_room, -1) <> 0
-      AND COALESCE(r.bootstrap_host, '') <> '2.2.2.2'
+fin AS (
+    -- one narrow row per finished leg
+    SELECT e.node, e.rid, e.bootstrap_room, e.prompt_tokens, e.ts,
+           COALESCE(nr.role, e.stats_type, 'unknown') AS role
+    FROM engine_requests e
+    LEFT JOIN node_roles nr ON nr.node = e.node
+    WHERE e.kind = 'finished' AND e.prompt_tokens IS NOT NULL AND e.rid IS NOT NULL
+      AND NOT COALESCE(e.is_health_check, false)
+      AND substr(e.rid, 1, 13) <> 'HEALTH_CHECK_'
+      AND COALESCE(e.bootstrap_room, -1) <> 0
+      AND COALESCE(e.bootstrap_host, '') <> '2.2.2.2'
 ),
-legs AS (
-    SELECT e.node, e.rid,
-           min(e.ts) AS ts_first,
-           min(CASE WHEN e.kind = 'received' THEN e.ts END) AS ts_received,
-           max(CASE WHEN e.kind = 'received' AND e.ts_inferred THEN 1 ELSE 0 END) = 1 AS received_inferred,
-           max(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.ts END) AS ts_finished,
-           max(e.bootstrap_room) AS bootstrap_room,
-           max(e.bootstrap_host) AS bootstrap_host,
-           max(e.header_request_id) AS header_request_id,
-           COALESCE(max(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.prompt_tokens END),
-                    max(CASE WHEN e.kind = 'time_stats' THEN e.input_len END)) AS tokens,
-           max(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.finish_type END) AS finish_type,
-           max(e.finish_status_code) AS finish_status_code,
-           max(CASE WHEN e.stream THEN 1 ELSE 0 END) = 1 AS stream,
-           max(e.stats_type) AS stats_type,
-           min(CASE WHEN e.kind = 'received' THEN e.ref END) AS received_ref,
-           min(CASE WHEN e.kind IN ('finished', 'metrics') THEN e.ref END) AS finished_ref
-    FROM eng e
-    GROUP BY e.node, e.rid
+pd AS (
+    SELECT d.node AS decode_node, d.rid AS decode_rid, d.prompt_tokens AS decode_tokens,
+           p.node AS prefill_node, p.rid AS prefill_rid, p.prompt_tokens AS prefill_tokens,
+           d.bootstrap_room, COALESCE(LEAST(p.ts, d.ts), d.ts) AS ts_engine
+    FROM fin p
+    JOIN fin d ON d.bootstrap_room = p.bootstrap_room
+    WHERE p.role = 'prefill' AND d.role = 'decode' AND p.prompt_tokens <> d.prompt_tokens
 ),
-legs_r AS (
-    SELECT l.*, COALESCE(nr.role, l.stats_type, 'unknown') AS role
-    FROM legs l LEFT JOIN node_roles nr ON nr.node = l.node
-),
-pl AS (SELECT * FROM legs_r WHERE role = 'prefill'),
-dl AS (SELECT * FROM legs_r WHERE role = 'decode'),
-chains0 AS (
-    SELECT 'pd' AS engine_mode,
-           p.node AS prefill_node, p.rid AS prefill_rid, p.tokens AS prefill_tokens,
-           p.ts_first AS prefill_ts, p.finish_type AS prefill_finish_type,
-           p.received_ref AS prefill_received_ref, p.finished_ref AS prefill_finished_ref,
-           d.node AS decode_node, d.rid AS decode_rid, d.tokens AS decode_tokens,
-           -- a decode Receive line without its own timestamp (0.5.8-0.5.11 request logs) got the
-           -- previous line's time: the router sent both legs at once, so the prefill Receive
-           -- (when later) is the better estimate of when the decode leg started
-           CASE WHEN d.received_inferred AND p.ts_received > d.ts_first THEN p.ts_received
-                ELSE d.ts_first END AS decode_ts, d.ts_finished AS decode_finished_ts,
-           d.finish_type AS decode_finish_type, d.finish_status_code AS decode_finish_status_code,
-           d.received_ref AS decode_received_ref, d.finished_ref AS decode_finished_ref,
-           COALESCE(p.bootstrap_room, d.bootstrap_room) AS bootstrap_room,
-           COALESCE(p.bootstrap_host, d.bootstrap_host) AS bootstrap_host,
-           COALESCE(d.header_request_id, p.header_request_id) AS header_request_id,
-           (COALESCE(d.stream, false) OR COALESCE(p.stream, false)) AS engine_stream
-    FROM pl p
-    FULL OUTER JOIN dl d
-      ON p.bootstrap_room = d.bootstrap_room
-     AND (p.bootstrap_host IS NULL OR d.bootstrap_host IS NULL OR p.bootstrap_host = d.bootstrap_host)
-    UNION ALL
-    -- unified (or unknown-role) nodes do prefill and decode in one process: the leg is both
-    SELECT CASE WHEN u.role = 'unified' THEN 'unified' ELSE 'unknown' END,
-           u.node, u.rid, u.tokens, u.ts_first, u.finish_type, u.received_ref, u.finished_ref,
-           u.node, u.rid, u.tokens, u.ts_first, u.ts_finished, u.finish_type, u.finish_status_code,
-           u.received_ref, u.finished_ref,
-           u.bootstrap_room, u.bootstrap_host, u.header_request_id, u.stream
-    FROM legs_r u
-    WHERE u.role NOT IN ('prefill', 'decode')
-),
-chains AS (
-    SELECT c.*,
-           COALESCE(c.prefill_node || '|' || c.prefill_rid, '') || '>'
-               || COALESCE(c.decode_node || '|' || c.decode_rid, '') AS chain_key,
-           COALESCE(LEAST(c.prefill_ts, c.decode_ts), c.prefill_ts, c.decode_ts) AS ts_engine,
-           COALESCE(c.decode_tokens, c.prefill_tokens) AS engine_tokens
-    FROM chains0 c
-),
-gw AS (
-    SELECT g.request_id, g.header_request_id, g.tenant_id, g.ts_start, g.prompt_tokens,
-           g.tokens_source, g.layer, g.file_id, g.line_no,
-           CASE g.layer WHEN 'edge' THEN 1 WHEN 'router' THEN 3 ELSE 2 END AS layer_rank
+gwt AS (
+    SELECT g.request_id, g.header_request_id, g.prompt_tokens, g.file_id, g.line_no
     FROM gateway_requests_unique g
+    WHERE g.prompt_tokens IS NOT NULL
 ),
-chain_ids AS (
-    SELECT chain_key, header_request_id AS id, 1 AS prio FROM chains WHERE header_request_id IS NOT NULL
-    UNION ALL
-    SELECT chain_key, decode_rid, 2 FROM chains WHERE decode_rid IS NOT NULL
-    UNION ALL
-    SELECT chain_key, prefill_rid, 2 FROM chains
-    WHERE prefill_rid IS NOT NULL AND (decode_rid IS NULL OR prefill_rid <> decode_rid)
+hdr AS (
+    -- the x-request-id each leg logged (Receive lines)
+    SELECT e.node, e.rid, e.header_request_id FROM engine_requests e
+    WHERE e.kind = 'received' AND e.header_request_id IS NOT NULL
 ),
-gw_ids AS (
-    SELECT file_id, line_no, layer_rank, ts_start, request_id AS id FROM gw WHERE request_id IS NOT NULL
-    UNION ALL
-    SELECT file_id, line_no, layer_rank, ts_start, header_request_id FROM gw
-    WHERE header_request_id IS NOT NULL AND (request_id IS NULL OR header_request_id <> request_id)
+gw_leg AS (
+    -- gateway records with a token count, tied to the decode (or unified) leg that served them
+    SELECT g.file_id, g.line_no, g.prompt_tokens AS gateway_tokens, f.node, f.rid,
+           f.prompt_tokens AS engine_tokens, f.bootstrap_room, f.ts
+    FROM gwt g JOIN fin f ON f.rid = g.request_id
+    WHERE f.role <> 'prefill'
+    UNION
+    SELECT g.file_id, g.line_no, g.prompt_tokens, f.node, f.rid, f.prompt_tokens, f.bootstrap_room, f.ts
+    FROM gwt g
+    JOIN (
+        -- only the Receive lines whose header a token-counting gateway record carries
+        SELECT e.node, e.rid, e.header_request_id FROM engine_requests e
+        WHERE e.kind = 'received'
+          AND e.header_request_id IN (SELECT header_request_id FROM gwt WHERE header_request_id IS NOT NULL)
+    ) h ON h.header_request_id = g.header_request_id
+    JOIN fin f ON f.node = h.node AND f.rid = h.rid
+    WHERE f.role <> 'prefill'
 ),
-best_gw AS (
-    -- the outermost layer's record of the chain (then the best id, then the earliest)
-    SELECT chain_key, file_id, line_no
+gw_mis AS (
+    SELECT * FROM gw_leg WHERE gateway_tokens <> engine_tokens
+),
+cand AS (
+    -- every request with a disagreement, keyed by its decode leg
+    SELECT decode_node AS node, decode_rid AS rid FROM pd
+    UNION
+    SELECT node, rid FROM gw_mis
+),
+cand_full AS (
+    SELECT c.node AS decode_node, c.rid AS decode_rid,
+           COALESCE(p.bootstrap_room, m.bootstrap_room) AS bootstrap_room,
+           p.prefill_node, p.prefill_rid, p.prefill_tokens,
+           COALESCE(p.decode_tokens, m.engine_tokens) AS decode_tokens,
+           COALESCE(p.ts_engine, m.ts) AS ts_engine,
+           m.file_id AS m_file_id, m.line_no AS m_line_no
+    FROM cand c
+    LEFT JOIN pd p ON p.decode_node = c.node AND p.decode_rid = c.rid
+    LEFT JOIN (SELECT * FROM (SELECT g.*, ROW_NUMBER() OVER (PARTITION BY node, rid ORDER BY file_id, line_no) AS rn
+                              FROM gw_mis g) x WHERE rn = 1) m
+      ON m.node = c.node AND m.rid = c.rid
+),
+cand_pl AS (
+    -- the prefill leg of gateway mismatches (same bootstrap_room), when not known yet
+    SELECT c.decode_node, c.decode_rid, min(f.node) AS prefill_node, min(f.rid) AS prefill_rid,
+           min(f.prompt_tokens) AS prefill_tokens
+    FROM cand_full c JOIN fin f ON f.bootstrap_room = c.bootstrap_room AND f.role = 'prefill'
+    WHERE c.prefill_rid IS NULL
+    GROUP BY c.decode_node, c.decode_rid
+),
+cand_ids AS (
+    SELECT c.decode_node, c.decode_rid, c.decode_rid AS id, 2 AS prio FROM cand_full c
+    UNION ALL
+    SELECT c.decode_node, c.decode_rid, h.header_request_id, 1
+    FROM cand_full c JOIN hdr h ON h.node = c.decode_node AND h.rid = c.decode_rid
+),
+cand_gw AS (
+    SELECT decode_node, decode_rid, file_id, line_no
     FROM (
-        SELECT c.chain_key, g.file_id, g.line_no,
-               ROW_NUMBER() OVER (PARTITION BY c.chain_key
-                                  ORDER BY g.layer_rank, c.prio, g.ts_start, g.file_id, g.line_no) AS rn
-        FROM chain_ids c JOIN gw_ids g ON g.id = c.id
-    ) r
+        SELECT i.decode_node, i.decode_rid, g.file_id, g.line_no,
+               ROW_NUMBER() OVER (PARTITION BY i.decode_node, i.decode_rid
+                                  ORDER BY CASE g.layer WHEN 'edge' THEN 1 WHEN 'router' THEN 3 ELSE 2 END,
+                                           i.prio, g.ts_start, g.file_id, g.line_no) AS rn
+        FROM cand_ids i
+        JOIN (
+            SELECT i2.id, g2.* FROM (SELECT DISTINCT id FROM cand_ids) i2
+            JOIN gateway_requests_unique g2 ON g2.request_id = i2.id
+            UNION ALL
+            SELECT i2.id, g2.* FROM (SELECT DISTINCT id FROM cand_ids) i2
+            JOIN gateway_requests_unique g2 ON g2.header_request_id = i2.id
+        ) g ON g.id = i.id
+    ) x
     WHERE rn = 1
 ),
 rows0 AS (
-    SELECT c.*, g.request_id, g.header_request_id AS gw_header_request_id, g.tenant_id, g.layer,
-           g.ts_start, g.prompt_tokens AS gateway_tokens, g.tokens_source,
-           CASE WHEN c.engine_mode = 'pd' AND c.prefill_tokens = 1 AND c.decode_tokens > 1
-                THEN 1 ELSE 0 END AS is_placeholder,
-           CASE WHEN c.engine_mode = 'pd' AND c.prefill_tokens IS NOT NULL AND c.decode_tokens IS NOT NULL
-                     AND c.prefill_tokens <> c.decode_tokens
-                     AND NOT (c.prefill_tokens = 1 AND c.decode_tokens > 1)
+    SELECT c.decode_node, c.decode_rid, c.bootstrap_room, c.ts_engine, c.decode_tokens,
+           COALESCE(c.prefill_node, pl.prefill_node) AS prefill_node,
+           COALESCE(c.prefill_rid, pl.prefill_rid) AS prefill_rid,
+           COALESCE(c.prefill_tokens, pl.prefill_tokens) AS prefill_tokens,
+           g.request_id, g.header_request_id, g.tenant_id, g.layer, g.ts_start,
+           g.prompt_tokens AS gateway_tokens, g.tokens_source
+    FROM cand_full c
+    LEFT JOIN cand_pl pl ON pl.decode_node = c.decode_node AND pl.decode_rid = c.decode_rid
+    LEFT JOIN cand_gw cg ON cg.decode_node = c.decode_node AND cg.decode_rid = c.decode_rid
+    LEFT JOIN gateway_requests_unique g ON g.file_id = cg.file_id AND g.line_no = cg.line_no
+),
+flagged AS (
+    SELECT r.*,
+           CASE WHEN r.prefill_tokens = 1 AND r.decode_tokens > 1 THEN 1 ELSE 0 END AS is_placeholder,
+           CASE WHEN r.prefill_tokens <> r.decode_tokens AND NOT (r.prefill_tokens = 1 AND r.decode_tokens > 1)
                 THEN 1 ELSE 0 END AS is_pd_diff,
-           CASE WHEN g.prompt_tokens IS NOT NULL AND c.engine_tokens IS NOT NULL
-                     AND g.prompt_tokens <> c.engine_tokens
-                THEN 1 ELSE 0 END AS is_gw_diff
-    FROM chains c
-    LEFT JOIN best_gw b ON b.chain_key = c.chain_key
-    LEFT JOIN gw g ON g.file_id = b.file_id AND g.line_no = b.line_no
+           CASE WHEN r.gateway_tokens <> r.decode_tokens THEN 1 ELSE 0 END AS is_gw_diff
+    FROM rows0 r
 )
 SELECT
     r.request_id,
-    COALESCE(r.gw_header_request_id, r.header_request_id) AS header_request_id,
+    r.header_request_id,
     r.tenant_id,
     r.layer,
     COALESCE(r.ts_start, r.ts_engine) AS ts,
@@ -160,12 +158,11 @@ SELECT
     r.decode_node,
     r.decode_rid,
     r.decode_tokens,
-    r.gateway_tokens - r.engine_tokens AS gateway_minus_engine,
+    r.gateway_tokens - r.decode_tokens AS gateway_minus_engine,
     r.decode_tokens - r.prefill_tokens AS decode_minus_prefill,
     r.bootstrap_room
-FROM rows0 r
-WHERE (r.is_placeholder + r.is_pd_diff + r.is_gw_diff) > 0
-  AND ($start IS NULL OR COALESCE(r.ts_start, r.ts_engine) >= $start)
+FROM flagged r
+WHERE ($start IS NULL OR COALESCE(r.ts_start, r.ts_engine) >= $start)
   AND ($end IS NULL OR COALESCE(r.ts_start, r.ts_engine) < $end)
   AND ($node IS NULL OR r.prefill_node = $node OR r.decode_node = $node)
 ORDER BY ts, r.request_id, r.prefill_rid, r.decode_rid
