@@ -188,12 +188,15 @@ def run_benchmark(n_lines: int = 5_000_000, workdir: Path | None = None) -> dict
     size_mixed, size_decode = mixed.stat().st_size, decode.stat().st_size
     figures: dict[str, Any] = {"n_lines": n_lines, "shapes": counts, "cpus": os.cpu_count()}
     for label, path, size in (("mixed", mixed, size_mixed), ("decode_only", decode, size_decode)):
+        # The machine may be shared: the 1-minute load average before each run goes with its figure.
+        load = os.getloadavg()[0]
         r = _run_child("ingest", path)
         figures[label] = {**r, "mb": size / 1e6, "lines_per_s": r["lines"] / r["seconds"],
-                          "mb_per_s": size / 1e6 / r["seconds"]}
+                          "mb_per_s": size / 1e6 / r["seconds"], "load_before": load}
+        load = os.getloadavg()[0]
         p = _run_child("polars", path)
         figures[f"polars_{label}"] = {**p, "lines_per_s": p["lines"] / p["seconds"],
-                                      "mb_per_s": size / 1e6 / p["seconds"]}
+                                      "mb_per_s": size / 1e6 / p["seconds"], "load_before": load}
     figures["ratio_vs_polars_decode_only"] = (
         figures["decode_only"]["lines_per_s"] / figures["polars_decode_only"]["lines_per_s"])
     figures["ratio_vs_polars_mixed"] = figures["mixed"]["lines_per_s"] / figures["polars_mixed"]["lines_per_s"]

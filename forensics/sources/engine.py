@@ -309,12 +309,12 @@ def stage_lines(
         # refuses while an earlier result is still open (a fetchone()): complete() it first.
         con.complete()
         con.register("_eng_raw", pa.concat_tables(tables))
+        tables.clear()  # the registration holds the only reference: freed once the stage has read it
         try:
             on_segment()
         finally:
             con.complete()
             con.unregister("_eng_raw")
-        tables.clear()
         staged = 0
 
     def flush(data: bytes) -> None:
@@ -403,6 +403,7 @@ def _process_segment(case: Case, src: EngineSource, file_id: int, tz: str, state
 def _segment_statements(case: Case, src: EngineSource, file_id: int, tz: str, state: _ReadState) -> None:
     con = case.con
     con.execute(q.STAGE)
+    con.unregister("_eng_raw")  # the lines are in _eng_cls now: release the segment's Arrow text
     if src.kind == "metrics":
         con.execute("UPDATE _eng_cls SET cls = CASE WHEN msg = '' THEN 'blank' ELSE 'req_metrics' END")
     _canonical_ranks(case)
