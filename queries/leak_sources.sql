@@ -103,11 +103,13 @@ cand_rows AS (
     SELECT e.node, e.rid, e.bootstrap_room
     FROM engine_requests e JOIN rej r ON r.rid = e.rid AND r.node = e.node
     UNION ALL
-    SELECT e.node, e.rid, e.bootstrap_room FROM engine_requests e CROSS JOIN fleet_limit f
+    SELECT e.node, e.rid, e.bootstrap_room FROM engine_requests e
     WHERE e.rid IS NOT NULL
-      AND ((e.kind IN ('finished', 'metrics') AND e.prompt_tokens = 1)
-           OR (e.kind = 'time_stats' AND e.input_len = 1)
-           OR e.prompt_tokens >= f.lim OR e.input_len >= f.lim)
+      -- a scalar bound (not a join) lets the scan filter the column itself
+      AND (e.prompt_tokens = 1 OR e.input_len = 1
+           OR e.prompt_tokens >= (SELECT lim FROM fleet_limit)
+           OR e.input_len >= (SELECT lim FROM fleet_limit))
+      AND (e.kind IN ('finished', 'metrics', 'time_stats'))
     UNION ALL
     SELECT e.node, e.rid, e.bootstrap_room FROM engine_requests e JOIN gw_over_ids i ON i.id = e.header_request_id
     UNION ALL
