@@ -315,6 +315,17 @@ def test_idempotent_by_sha256(case: forensics.Case, tmp_path: Path) -> None:
     assert sha == hashlib.sha256((FIX / "cloudflare_http_ns.ndjson").read_bytes()).hexdigest()
 
 
+def test_interrupted_ingest_is_undone_and_read_again(case: forensics.Case) -> None:
+    case.ingest_gateway(FIX / "cloudflare_http_ns.ndjson")
+    # a crash between the bulk insert and the finishing step leaves the file marked unfinished
+    case.sql("UPDATE evidence_files SET complete = NULL")
+    s = case.ingest_gateway(FIX / "cloudflare_http_ns.ndjson")
+    assert s.files[0].skipped is None and s.files[0].rows_loaded == 6
+    assert "cloudflare_http_ns.ndjson" in " ".join(str(v) for v in s.notes.values())
+    assert case.sql("SELECT count(*), count(DISTINCT file_id) FROM gateway_requests").fetchall()[0] == (7, 1)
+    assert case.sql("SELECT count(*), bool_and(complete) FROM evidence_files").fetchall()[0] == (1, True)
+
+
 def test_duplicates_across_files_are_flagged_not_deleted(case: forensics.Case, tmp_path: Path) -> None:
     lines = (FIX / "cloudflare_http_ns.ndjson").read_text().splitlines()
     a = _write(tmp_path, "a.ndjson", "\n".join(lines[:3]) + "\n")

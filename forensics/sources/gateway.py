@@ -45,6 +45,7 @@ from forensics.errors import (
 )
 from forensics.sources.files import (
     RAW_CAP,
+    FileRecord,
     compression_of,
     expand_paths,
     finish_file,
@@ -911,6 +912,32 @@ class _Item:
         return f"gw_rejects_{self.file_id}"
 
 
+def _commit_point(con: duckdb.DuckDBPyConnection) -> None:
+    """Commit the bulk INSERT before the few UPDATE/DELETEs that finish a file.
+
+    Deleting or updating rows of a large insert inside its own transaction makes DuckDB rewrite
+    the freshly written row groups at commit (seconds per million rows); once committed they take
+    cheap delete/update markers. The file's evidence row stays ``complete = NULL`` until it is
+    finished, so an interrupted ingest is recognised and undone (:func:`_undo_unfinished`).
+    """
+    con.execute("COMMIT")
+    con.execute("BEGIN TRANSACTION")
+
+
+def _undo_unfinished(case: Case) -> list[str]:
+    """Remove the rows of gateway files whose ingest did not finish; return their paths."""
+    con = case.con
+    rows = con.execute(
+        "SELECT file_id, path FROM evidence_files WHERE kind = 'gateway' AND complete IS NULL"
+    ).fetchall()
+    if not rows:
+        return []
+    ids = ", ".join(str(int(r[0])) for r in rows)
+    for table in ("gateway_requests", "rejected_lines", "evidence_files"):
+        con.execute(f"DELETE FROM {table} WHERE file_id IN ({ids})")
+    return [str(r[1]) for r in rows]
+
+
 def _load_files(case: Case, items: list[_Item], tz: str) -> dict[int, _Counts]:
     """Load files that share one spec with a single INSERT; return the counts per file_id.
 
@@ -928,6 +955,7 @@ def _load_files(case: Case, items: list[_Item], tz: str) -> dict[int, _Counts]:
     )
     con.execute(build_insert_sql(plan, read_path=items[0].read_path, comp=items[0].comp,
                                  rejects=items[0].rejects, file_id=items[0].file_id, tz=tz, source=source))
+    _commit_point(con)
     direct_n: dict[int, int] = {}
     for it in items:
         direct_n[it.file_id] = _reader_level_rejects(case, it, tz)
@@ -980,6 +1008,7 @@ def _load_fast(case: Case, it: _Item, tz: str, get_scan: Any) -> _Counts | None:
     n = con.execute("SELECT count(*) FROM gateway_requests WHERE file_id = $f", {"f": it.file_id}).fetchall()[0][0]
     if int(n) != scan.lines:
         return None
+    _commit_point(con)
     bad = [r[0] for r in con.execute(
         "SELECT line_no FROM gateway_requests WHERE file_id = $f AND ts_start IS NULL", {"f": it.file_id}
     ).fetchall()]
@@ -1380,6 +1409,9 @@ def ingest_gateway(
         plans.append(plan)
     _install_macros(case.con)
     summary = IngestSummary()
+    undone = _undo_unfinished(case)
+    if undone:
+        summary.notes["gateway: undone interrupted ingests (read again)"] = ", ".join(undone)
     total_bytes = sum(p.stat().st_size for p in files)
     with progress_bar(quiet, total_bytes, "gateway") as bar:
         for batch in _batches(plans):
@@ -1427,6 +1459,15 @@ def _opts(plan: FilePlan, tz: str, options: dict[str, Any]) -> dict[str, Any]:
     return opts
 
 
+def _register(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], sha: str) -> FileRecord:
+    """Add the file's evidence row, marked unfinished (``complete = NULL``) until its counts land."""
+    rec = register_file(case, plan.path, kind="gateway", format=plan.spec.name, layer=plan.spec.layer,
+                        tz=plan.spec.tz or tz, options=_opts(plan, tz, options), sha256=sha)
+    assert not isinstance(rec, int)  # the sha is new (or pending): never an existing file
+    case.con.execute("UPDATE evidence_files SET complete = NULL WHERE file_id = $f", {"f": rec.file_id})
+    return rec
+
+
 def _existing_file_id(con: duckdb.DuckDBPyConnection, sha: str) -> int | None:
     rows = con.execute(
         "SELECT file_id FROM evidence_files WHERE sha256 = $s ORDER BY file_id LIMIT 1", {"s": sha}
@@ -1460,9 +1501,7 @@ def _ingest_batch(case: Case, plans: list[FilePlan], tz: str, options: dict[str,
     try:
         items = []
         for plan, fs, sha in todo:
-            rec = register_file(case, plan.path, kind="gateway", format=plan.spec.name, layer=plan.spec.layer,
-                                tz=plan.spec.tz or tz, options=_opts(plan, tz, options), sha256=sha)
-            assert not isinstance(rec, int)
+            rec = _register(case, plan, tz, options, sha)
             fs.file_id = rec.file_id
             items.append(_Item(plan, rec.file_id, str(plan.path), compression_of(plan.path)))
         counts = _load_files(case, items, tz)
@@ -1478,6 +1517,7 @@ def _ingest_batch(case: Case, plans: list[FilePlan], tz: str, options: dict[str,
         # e.g. a truncated .gz in the batch: redo these files one by one, where each failure is
         # handled (salvaged, reported) on its own
         con.execute("ROLLBACK")
+        _undo_unfinished(case)
         redone = {str(p.path): _ingest_one(case, p, tz, options, None) for p, _, _ in todo}
         return [redone.get(fs.path, fs) for fs in summaries]
     return summaries
@@ -1523,15 +1563,12 @@ def _ingest_one(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], ba
         scan: Scan = digest["scan"]
         return scan
 
-    opts = _opts(plan, tz, options)
     comp = compression_of(path)
     warning: str | None = None
     complete = True
     con.execute("BEGIN TRANSACTION")
     try:
-        rec = register_file(case, path, kind="gateway", format=spec.name, layer=spec.layer,
-                            tz=spec.tz or tz, options=opts, sha256="pending:" + str(path))
-        assert not isinstance(rec, int)
+        rec = _register(case, plan, tz, options, "pending:" + str(path))
         file_id = rec.file_id
         fs.file_id = file_id
         try:
@@ -1547,9 +1584,7 @@ def _ingest_one(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], ba
                         # refused, or blank lines shifted read_json's numbering: redo line by line
                         con.execute("ROLLBACK")
                         con.execute("BEGIN TRANSACTION")
-                        rec = register_file(case, path, kind="gateway", format=spec.name, layer=spec.layer,
-                                            tz=spec.tz or tz, options=opts, sha256="pending:" + str(path))
-                        assert not isinstance(rec, int)
+                        rec = _register(case, plan, tz, options, "pending:" + str(path))
                         file_id = fs.file_id = rec.file_id
                     counts = _load_file(case, plan, file_id, tz, str(path), comp)
                 else:
@@ -1562,9 +1597,7 @@ def _ingest_one(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], ba
                 raise
             con.execute("ROLLBACK")
             con.execute("BEGIN TRANSACTION")
-            rec = register_file(case, path, kind="gateway", format=spec.name, layer=spec.layer,
-                                tz=spec.tz or tz, options=opts, sha256="pending:" + str(path))
-            assert not isinstance(rec, int)
+            rec = _register(case, plan, tz, options, "pending:" + str(path))
             file_id = rec.file_id
             fs.file_id = file_id
             counts, warning = _load_salvaged(case, plan, file_id, tz)
@@ -1581,6 +1614,8 @@ def _ingest_one(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], ba
     except BaseException:
         with contextlib.suppress(duckdb.Error):
             con.execute("ROLLBACK")
+        with contextlib.suppress(duckdb.Error):
+            _undo_unfinished(case)  # rows committed before the failure must not stay
         if hasher is not None:
             hasher.join()
         raise
