@@ -181,8 +181,7 @@ def synth() -> Synth:
 @pytest.fixture(scope="session")
 def sample_truth() -> dict[str, Any]:
     path = SAMPLE / "truth.json"
-    if not path.is_file():
-        pytest.skip("sample_data/truth.json not generated yet")
+    assert path.is_file(), "sample_data/truth.json is missing: regenerate with forensics sample --out sample_data"
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return data
 
@@ -190,11 +189,6 @@ def sample_truth() -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def sample_case_path(tmp_path_factory: pytest.TempPathFactory, sample_truth: dict[str, Any]) -> Iterator[Path]:
     """Path of a case database with the whole sample (gateway + engine) ingested."""
-    try:
-        import forensics.sources.engine
-        import forensics.sources.gateway
-    except ImportError:
-        pytest.skip("loaders not available yet")
     path = tmp_path_factory.mktemp("sample") / "case.duckdb"
     with forensics.open_case(path, now=dt.datetime(2026, 10, 1)) as case:
         case.ingest_gateway(SAMPLE / "gateway")

@@ -75,8 +75,7 @@ def test_truth_json_matches_return(small: tuple[Path, dict[str, Any]]) -> None:
 
 
 def test_committed_sample_is_reproducible(regenerated: tuple[Path, dict[str, Any]]) -> None:
-    if not (COMMITTED / "truth.json").exists():
-        pytest.skip("sample_data/ not generated yet")
+    assert (COMMITTED / "truth.json").exists(), "sample_data/ is missing: forensics sample --out sample_data"
     d, truth = regenerated
     assert truth["generator"]["requests"] == DEFAULT_REQUESTS
     assert truth["generator"]["seed"] == DEFAULT_SEED
@@ -84,8 +83,7 @@ def test_committed_sample_is_reproducible(regenerated: tuple[Path, dict[str, Any
 
 
 def test_committed_sample_size() -> None:
-    if not (COMMITTED / "truth.json").exists():
-        pytest.skip("sample_data/ not generated yet")
+    assert (COMMITTED / "truth.json").exists(), "sample_data/ is missing: forensics sample --out sample_data"
     total = sum(p.stat().st_size for p in COMMITTED.rglob("*") if p.is_file())
     assert total <= 15 * 1024 * 1024
 
