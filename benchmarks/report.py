@@ -111,6 +111,7 @@ def machine_info() -> dict[str, Any]:
         "polars": _version("polars"),
         "forensics": _version("forensics"),
         "commit": _git("rev-parse", "--short", "HEAD"),
+        "dirty_files": len([x for x in _git("status", "--porcelain", "--untracked-files=no").splitlines() if x.strip()]),
     }
 
 
@@ -420,7 +421,9 @@ def render(suite: Suite) -> str:
     out += [
         "# Benchmark results",
         "",
-        f"Run on {date} with `{cmd}` (commit `{m.get('commit') or '?'}`). "
+        f"Run on {date} with `{cmd}` (commit `{m.get('commit') or '?'}`"
+        + (f" plus {m['dirty_files']} files modified in the working tree" if m.get("dirty_files") else "")
+        + "). "
         f"Times are medians of {opts.runs} run(s) with min–max in brackets; every step ran in a "
         "fresh Python process. Regenerate with `make bench`; see `docs/benchmarks.md` for how to "
         "read this file.",
