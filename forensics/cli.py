@@ -216,6 +216,14 @@ ANALYSIS_COMMANDS: dict[str, str] = {
     "postfix": "post_fix_check",
 }
 
+#: CSV column contracts (issue 5): ``--format csv`` writes exactly these columns, in this order.
+#: The relation (Python, table, JSON, Parquet) keeps its extra columns (``request_ids``).
+CSV_COLUMNS: dict[str, tuple[str, ...]] = {
+    "affected": ("request_id", "header_request_id", "tenant_id", "ts", "prompt_tokens", "status",
+                 "prefill_node", "decode_node", "admission_limit", "confidence", "reasons", "evidence"),
+    "tenants": ("tenant_id", "n_requests", "n_confirmed", "n_suspected", "first_ts", "last_ts"),
+}
+
 #: Options every analysis command shows (an error names the ones a command does not take).
 _COMMON_PARAMS = ("limit_tokens", "start", "end", "node")
 
@@ -279,6 +287,8 @@ def _analysis_command(command: str, func_name: str) -> None:
             click.echo(load_query(func_name).sql, err=True)
         with open_case(case_path, read_only=True) as case:
             rel = func(case, **kwargs)
+            if fmt == "csv" and command in CSV_COLUMNS:
+                rel = rel.select(*(f'"{col}"' for col in CSV_COLUMNS[command]))
             params = analysis.parameters_used(case, func_name, **kwargs)
             write_output(rel, fmt, out, params)
         if out is not None:

@@ -445,8 +445,9 @@ affected AS (
 SELECT
     e.tenant_id,
     count(*) AS n_requests,
-    SUM(CASE WHEN e.confidence = 'confirmed' THEN 1 ELSE 0 END) AS n_confirmed,
-    SUM(CASE WHEN e.confidence = 'suspected' THEN 1 ELSE 0 END) AS n_suspected,
+    -- COUNT of a CASE: a BIGINT (a SUM of integers is HUGEINT, a float in pandas)
+    count(CASE WHEN e.confidence = 'confirmed' THEN 1 END) AS n_confirmed,
+    count(CASE WHEN e.confidence = 'suspected' THEN 1 END) AS n_suspected,
     min(e.ts) AS first_ts,
     max(e.ts) AS last_ts,
     string_agg(COALESCE(e.request_id, '(no gateway record)'), ' '

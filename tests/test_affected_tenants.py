@@ -33,6 +33,9 @@ def test_sample_tenants(sample_case: forensics.Case, sample_truth: dict[str, Any
     df = forensics.affected_tenants(sample_case).df()
     assert dict(zip(df.tenant_id, df.n_requests, strict=True)) == sample_truth["affected_tenants"]
     assert (df.n_suspected == 0).all()
+    for col in ("n_requests", "n_confirmed", "n_suspected"):
+        assert str(df[col].dtype) == "int64", (col, df[col].dtype)
+    assert "request_ids" in df.columns
 
 
 def test_cli_csv_golden(sample_case_path: Path, tmp_path: Path) -> None:
@@ -40,5 +43,7 @@ def test_cli_csv_golden(sample_case_path: Path, tmp_path: Path) -> None:
     res = _cli("tenants", str(sample_case_path), "--format", "csv", "-o", str(out))
     assert res.returncode == 0, res.stderr
     text = out.read_text(encoding="utf-8")
-    assert text.splitlines()[0].split(",")[:6] == CONTRACT
+    # exactly the contract: request_ids stays in the relation, not in the CSV
+    assert text.splitlines()[0].split(",") == CONTRACT
+    assert ".0," not in text  # counts are integers
     _golden("tenants.csv", text)
