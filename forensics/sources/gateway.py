@@ -194,7 +194,13 @@ def precision_sql(x: str, unit: str | None = None, fmt: str | None = None) -> st
 
 
 def zoneless_sql(x: str) -> str:
-    """SQL: true when the raw value is a date-time without zone (so ``tz`` was applied)."""
+    """SQL: true when the raw value is a date-time without zone (so ``tz`` was applied).
+
+    Example:
+        >>> import duckdb; con = duckdb.connect(); _install_macros(con)
+        >>> con.sql("SELECT " + zoneless_sql("'2026-09-02 12:00:00'")).fetchall()[0][0]
+        True
+    """
     return (
         f"({x} IS NOT NULL AND TRY_CAST({x} AS DECIMAL(38,9)) IS NULL AND NOT gw_has_zone({x}))"
     )
@@ -205,7 +211,12 @@ def zoneless_sql(x: str) -> str:
 
 @dataclass
 class Sniff:
-    """What a file looks like: container kind, compression and a few sample records."""
+    """What a file looks like: container kind, compression and a few sample records.
+
+    Example:
+        >>> Sniff("ndjson", "gzip", [{"RayID": "a"}], {"RayID"}, []).container
+        'ndjson'
+    """
 
     container: str  # ndjson | csv | json-array | json-doc | parquet | text
     compression: str
@@ -503,7 +514,12 @@ def check_tz(con: duckdb.DuckDBPyConnection, tz: str) -> None:
 
 @dataclass
 class FilePlan:
-    """How one file is read: its spec, container, and the SQL source of (rn, line) records."""
+    """How one file is read: its path, spec (preset or mapping), sniffed container, detection note.
+
+    Example:
+        >>> FilePlan(Path("a.log"), PRESETS["envoy"], Sniff("ndjson", "none", [], set(), []), None).spec.layer
+        'edge'
+    """
 
     path: Path
     spec: Spec
@@ -594,7 +610,12 @@ def _top_level(field_name: str) -> tuple[str, str | None]:
 
 
 def fast_path_ok(plan: FilePlan) -> bool:
-    """True when DuckDB's own NDJSON reader can parse this file (see :func:`_read_json_source`)."""
+    """True when DuckDB's own NDJSON reader can parse this file (see :func:`_read_json_source`).
+
+    Example:
+        >>> fast_path_ok(FilePlan(Path("a"), PRESETS["cloudflare-http"], Sniff("ndjson", "none", [], set(), []), None))
+        True
+    """
     if plan.sniff.container != "ndjson" or plan.spec.container == "otlp" or plan.spec.line_regex:
         return False
     keys = [_top_level(f)[0] for f in plan.spec.all_fields()]
@@ -628,7 +649,7 @@ def _read_json_source(plan: FilePlan, path: str, comp: str, file_id: int) -> str
 
 @dataclass
 class Scan:
-    """One pass over a file's bytes: sha256, physical line count, seek points.
+    """One pass over a file's bytes: sha256, physical line count, seek points (see :func:`scan_file`).
 
     Blank lines are not looked for: ``read_json`` skips them, so a file that has any shows fewer
     rows than lines, and is then re-read line by line.
@@ -647,7 +668,7 @@ def scan_file(path: Path) -> Scan:
     """Hash the file and count its decompressed lines in one pass (runs beside the load).
 
     Example:
-        >>> import tempfile; p = Path(tempfile.mkdtemp()) / "a"; _ = p.write_bytes(b"a\n\nb")
+        >>> import tempfile; p = Path(tempfile.mkdtemp()) / "a"; _ = p.write_bytes(b"a\\n\\nb")
         >>> scan_file(p).lines
         3
     """
@@ -812,6 +833,11 @@ def build_insert_sql(
 ) -> str:
     """The one ``INSERT ... SELECT`` that loads a file (good rows and rejected lines alike).
 
+    Example:
+        >>> plan = FilePlan(Path("a.ndjson"), PRESETS["envoy"], Sniff("ndjson", "none", [], set(), []), None)
+        >>> build_insert_sql(plan, read_path="a.ndjson", comp="none", rejects="r", file_id=1, tz="UTC").split()[:3]
+        ['INSERT', 'INTO', 'gateway_requests']
+
     A line that cannot be loaded is written with ``ts_start = NULL`` (every loaded row has one)
     and the raw line in ``in_band_error``; before the file's transaction commits it is moved to
     ``rejected_lines`` with its reason (:func:`reasons_sql`). This keeps the load to a single pass
@@ -863,7 +889,13 @@ FROM (
 
 
 def reasons_sql(plan: FilePlan, *, file_ids: list[int], tz: str) -> str:
-    """SELECT (fid, rn, reason, raw) for the rejected lines of files still in gateway_requests."""
+    """SELECT (fid, rn, reason, raw) for the rejected lines of files still in gateway_requests.
+
+    Example:
+        >>> plan = FilePlan(Path("a.ndjson"), PRESETS["envoy"], Sniff("ndjson", "none", [], set(), []), None)
+        >>> "invalid JSON" in reasons_sql(plan, file_ids=[1], tz="UTC")
+        True
+    """
     spec = plan.spec
     text = plan.sniff.container == "text" or spec.line_regex is not None
     if text:
@@ -1262,7 +1294,15 @@ def _flag_duplicates(con: duckdb.DuckDBPyConnection, file_ids: list[int]) -> dic
 
 
 def check_required(plan: FilePlan) -> None:
-    """Raise MissingFieldError when a field the spec needs is absent from every sampled record."""
+    """Raise MissingFieldError when a field the spec needs is absent from every sampled record.
+
+    Example:
+        >>> sn = Sniff("ndjson", "none", [{"a": 1}], {"a"}, [])
+        >>> check_required(FilePlan(Path("x.log"), PRESETS["envoy"], sn, None))
+        Traceback (most recent call last):
+        ...
+        forensics.errors.MissingFieldError: x.log: field start_time not found in the first 1 records (needed by preset envoy, column ts_start) (choose the right --gateway-format, or write a mapping file that names the field for ts_start (see docs/gateway.md))
+    """
     sn = plan.sniff
     if plan.spec.container == "otlp" or sn.container == "text" or not sn.records:
         return
@@ -1304,7 +1344,7 @@ def salvage_to_file(path: Path, dest: Path) -> tuple[int, bytes]:
 
     Example:
         >>> import gzip, tempfile; d = Path(tempfile.mkdtemp()); p = d / "t.gz"
-        >>> _ = p.write_bytes(gzip.compress(b"a\\nb\\n" * 1000)[:-20])
+        >>> _ = p.write_bytes(gzip.compress(bytes(range(256)) * 400 + b"\\n" * 10)[:-20])
         >>> salvage_to_file(p, d / "out")[0] > 0
         True
     """

@@ -168,8 +168,8 @@ def meta_tenant(meta_fields: tuple[str, ...], keys: tuple[str, ...] = TENANT_MET
     """Tenant from keys inside a metadata field (a JSON-encoded string or an object).
 
     Example:
-        >>> meta_tenant(("metadata",), ("team",)).sql
-        "coalesce(gw_json_get({v}, '$.\"team\"'))"
+        >>> print(meta_tenant(("metadata",), ("team",)).sql)
+        coalesce(gw_json_get({v}, '$."team"'))
     """
     # metadata is a JSON-encoded string (REST) or an object (Logpush, unless encrypted): both come
     # out of json_extract_string as JSON text; the first tenant-like key wins.
