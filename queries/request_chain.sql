@@ -110,43 +110,74 @@ other_legs AS (
            max(e.header_request_id) AS header_request_id,
            max(CASE WHEN e.stream THEN 1 ELSE 0 END) = 1 AS stream,
            max(e.role) AS role
-    FROM eng e
-    WHERE e.bootstrap_room IS NULL OR e.role NOT IN ('prefill', 'decode')
+    FROM (
+        -- the records of eng (same filter), read again rather than kept: eng is 4 M rows
+        SELECT r.node, r.rid, r.kind, r.ts, r.bootstrap_host, r.bootstrap_room, r.stream,
+               r.header_request_id, r.prompt_tokens, r.input_len, r.finish_type, r.finish_status_code,
+               COALESCE(nr.role, r.stats_type, 'unknown') AS role,
+               CAST(r.file_id AS BIGINT) * 10000000000 + r.line_no AS ref
+        FROM engine_requests r
+        LEFT JOIN node_roles nr ON nr.node = r.node
+        WHERE r.rid IS NOT NULL
+          AND NOT COALESCE(r.is_health_check, false)
+          AND substr(r.rid, 1, 13) <> 'HEALTH_CHECK_'
+          AND COALESCE(r.bootstrap_room, -1) <> 0
+          AND COALESCE(r.bootstrap_host, '') <> '2.2.2.2'
+          AND (r.bootstrap_room IS NULL OR COALESCE(nr.role, r.stats_type, 'unknown') NOT IN ('prefill', 'decode'))
+    ) e
     GROUP BY e.node, e.rid
 ),
+other_chains AS (
+    SELECT u.engine_mode,
+           CASE WHEN u.role = 'decode' THEN NULL ELSE u.node END AS prefill_node,
+           CASE WHEN u.role = 'decode' THEN NULL ELSE u.rid END AS prefill_rid,
+           CASE WHEN u.role = 'decode' THEN NULL ELSE u.tokens END AS prefill_tokens,
+           CASE WHEN u.role = 'decode' THEN NULL ELSE u.ts_first END AS prefill_ts,
+           CASE WHEN u.role = 'decode' THEN NULL ELSE u.finish_type END AS prefill_finish_type,
+           CASE WHEN u.role = 'decode' THEN NULL ELSE u.received_ref END AS prefill_received_ref,
+           CASE WHEN u.role = 'decode' THEN NULL ELSE u.finished_ref END AS prefill_finished_ref,
+           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.node END AS decode_node,
+           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.rid END AS decode_rid,
+           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.tokens END AS decode_tokens,
+           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.ts_first END AS decode_ts,
+           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.ts_finished END AS decode_finished_ts,
+           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.finish_type END AS decode_finish_type,
+           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.finish_status_code END AS decode_finish_status_code,
+           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.received_ref END AS decode_received_ref,
+           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.finished_ref END AS decode_finished_ref,
+           u.bootstrap_room, u.bootstrap_host, u.header_request_id, u.stream AS engine_stream
+    FROM other_legs u
+),
+other_keyed AS (
+    SELECT o.*,
+           COALESCE('room:' || CAST(o.bootstrap_room AS VARCHAR) || '>' || o.engine_mode,
+                    COALESCE(o.prefill_node || '|' || o.prefill_rid, '') || '>'
+                        || COALESCE(o.decode_node || '|' || o.decode_rid, '')) AS other_key
+    FROM other_chains o
+),
 chains0 AS (
+    -- a chain's identity is the pair (ck_room, ck_seq), integers: (room, 0) for a PD room, else
+    -- (0, n) with n the rank of its text key among the other chains. Joins, groups and partitions
+    -- use the pair; only tie-breaks spell the text key out: 'room:<room>><mode>', or
+    -- '<prefill node>|<rid>><decode node>|<rid>' for a chain without a room
     SELECT engine_mode, prefill_node, prefill_rid, prefill_tokens, prefill_ts, prefill_finish_type,
            prefill_received_ref, prefill_finished_ref, decode_node, decode_rid, decode_tokens,
            decode_ts, decode_finished_ts, decode_finish_type, decode_finish_status_code,
            decode_received_ref, decode_finished_ref, bootstrap_room, bootstrap_host,
-           header_request_id, engine_stream
+           header_request_id, engine_stream,
+           bootstrap_room AS ck_room, 0 AS ck_seq, CAST(NULL AS VARCHAR) AS other_key
     FROM pd_chains
     UNION ALL
-    SELECT u.engine_mode,
-           CASE WHEN u.role = 'decode' THEN NULL ELSE u.node END,
-           CASE WHEN u.role = 'decode' THEN NULL ELSE u.rid END,
-           CASE WHEN u.role = 'decode' THEN NULL ELSE u.tokens END,
-           CASE WHEN u.role = 'decode' THEN NULL ELSE u.ts_first END,
-           CASE WHEN u.role = 'decode' THEN NULL ELSE u.finish_type END,
-           CASE WHEN u.role = 'decode' THEN NULL ELSE u.received_ref END,
-           CASE WHEN u.role = 'decode' THEN NULL ELSE u.finished_ref END,
-           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.node END,
-           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.rid END,
-           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.tokens END,
-           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.ts_first END,
-           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.ts_finished END,
-           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.finish_type END,
-           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.finish_status_code END,
-           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.received_ref END,
-           CASE WHEN u.role = 'prefill' THEN NULL ELSE u.finished_ref END,
-           u.bootstrap_room, u.bootstrap_host, u.header_request_id, u.stream
-    FROM other_legs u
+    SELECT engine_mode, prefill_node, prefill_rid, prefill_tokens, prefill_ts, prefill_finish_type,
+           prefill_received_ref, prefill_finished_ref, decode_node, decode_rid, decode_tokens,
+           decode_ts, decode_finished_ts, decode_finish_type, decode_finish_status_code,
+           decode_received_ref, decode_finished_ref, bootstrap_room, bootstrap_host,
+           header_request_id, engine_stream,
+           0, DENSE_RANK() OVER (ORDER BY other_key), other_key
+    FROM other_keyed
 ),
 chains AS (
     SELECT c.*,
-           COALESCE('room:' || CAST(c.bootstrap_room AS VARCHAR) || '>' || c.engine_mode,
-                    COALESCE(c.prefill_node || '|' || c.prefill_rid, '') || '>'
-                        || COALESCE(c.decode_node || '|' || c.decode_rid, '')) AS chain_key,
            COALESCE(LEAST(c.prefill_ts, c.decode_ts), c.prefill_ts, c.decode_ts) AS ts_engine,
            COALESCE(c.decode_tokens, c.prefill_tokens) AS engine_tokens
     FROM chains0 c
@@ -170,11 +201,11 @@ gw_top AS (
     WHERE s.file_id IS NULL
 ),
 chain_ids AS (
-    SELECT chain_key, ts_engine, header_request_id AS id, 1 AS prio FROM chains WHERE header_request_id IS NOT NULL
+    SELECT ck_room, ck_seq, ts_engine, header_request_id AS id, 1 AS prio FROM chains WHERE header_request_id IS NOT NULL
     UNION ALL
-    SELECT chain_key, ts_engine, decode_rid, 2 FROM chains WHERE decode_rid IS NOT NULL
+    SELECT ck_room, ck_seq, ts_engine, decode_rid, 2 FROM chains WHERE decode_rid IS NOT NULL
     UNION ALL
-    SELECT chain_key, ts_engine, prefill_rid, 2 FROM chains
+    SELECT ck_room, ck_seq, ts_engine, prefill_rid, 2 FROM chains
     WHERE prefill_rid IS NOT NULL AND (decode_rid IS NULL OR prefill_rid <> decode_rid)
 ),
 gw_ids AS (
@@ -184,17 +215,26 @@ gw_ids AS (
     WHERE header_request_id IS NOT NULL AND (request_id IS NULL OR header_request_id <> request_id)
 ),
 id_pairs AS (
-    SELECT g.file_id, g.line_no, c.chain_key, min(c.prio) AS prio,
+    SELECT g.file_id, g.line_no, c.ck_room, c.ck_seq, min(c.prio) AS prio,
            min(abs(EXTRACT(EPOCH FROM c.ts_engine) - EXTRACT(EPOCH FROM g.ts_start))) AS dt
     FROM gw_ids g JOIN chain_ids c ON c.id = g.id
-    GROUP BY g.file_id, g.line_no, c.chain_key
+    GROUP BY g.file_id, g.line_no, c.ck_room, c.ck_seq
+),
+id_counted AS (
+    SELECT m.*, count(*) OVER (PARTITION BY m.file_id, m.line_no) AS n_cand
+    FROM id_pairs m
 ),
 id_ranked AS (
-    SELECT m.*,
-           count(*) OVER (PARTITION BY m.file_id, m.line_no) AS n_cand,
+    -- a record with one candidate takes it; the few with several rank them (the text key last)
+    SELECT m.*, 1 AS rn FROM id_counted m WHERE m.n_cand = 1
+    UNION ALL
+    SELECT m.file_id, m.line_no, m.ck_room, m.ck_seq, m.prio, m.dt, m.n_cand,
            ROW_NUMBER() OVER (PARTITION BY m.file_id, m.line_no
-                              ORDER BY m.prio, m.dt, m.chain_key) AS rn
-    FROM id_pairs m
+                              ORDER BY m.prio, m.dt,
+                                       COALESCE(c.other_key, 'room:' || CAST(c.ck_room AS VARCHAR) || '>pd'))
+    FROM id_counted m
+    JOIN chains c ON c.ck_room = m.ck_room AND c.ck_seq = m.ck_seq
+    WHERE m.n_cand > 1
 ),
 gw_free AS (
     SELECT g.*, CAST(floor(EXTRACT(EPOCH FROM g.ts_start) / 30) AS BIGINT) AS bucket
@@ -202,13 +242,14 @@ gw_free AS (
     WHERE NOT EXISTS (SELECT 1 FROM id_pairs m WHERE m.file_id = g.file_id AND m.line_no = g.line_no)
 ),
 ch_free AS (
-    SELECT c.chain_key, c.ts_engine, c.engine_tokens,
+    SELECT c.ck_room, c.ck_seq, c.ts_engine, c.engine_tokens,
+           COALESCE(c.other_key, 'room:' || CAST(c.ck_room AS VARCHAR) || '>pd') AS chain_key,
            CAST(floor(EXTRACT(EPOCH FROM c.ts_engine) / 30) AS BIGINT) AS bucket
     FROM chains c
-    WHERE NOT EXISTS (SELECT 1 FROM id_pairs m WHERE m.chain_key = c.chain_key)
+    WHERE NOT EXISTS (SELECT 1 FROM id_pairs m WHERE m.ck_room = c.ck_room AND m.ck_seq = c.ck_seq)
 ),
 time_cand AS (
-    SELECT g.file_id, g.line_no, c.chain_key,
+    SELECT g.file_id, g.line_no, c.ck_room, c.ck_seq, c.chain_key,
            abs(EXTRACT(EPOCH FROM c.ts_engine) - EXTRACT(EPOCH FROM g.ts_start)) AS dt,
            CASE WHEN g.prompt_tokens IS NOT NULL AND c.engine_tokens IS NOT NULL THEN 1 ELSE 0 END AS tok
     FROM gw_free g
@@ -224,16 +265,16 @@ time_ranked AS (
     SELECT t.*,
            count(*) OVER (PARTITION BY t.file_id, t.line_no) AS n_cand,
            ROW_NUMBER() OVER (PARTITION BY t.file_id, t.line_no ORDER BY t.tok DESC, t.dt, t.chain_key) AS rn_g,
-           ROW_NUMBER() OVER (PARTITION BY t.chain_key ORDER BY t.tok DESC, t.dt, t.file_id, t.line_no) AS rn_c
+           ROW_NUMBER() OVER (PARTITION BY t.ck_room, t.ck_seq ORDER BY t.tok DESC, t.dt, t.file_id, t.line_no) AS rn_c
     FROM time_cand t
 ),
 matches AS (
-    SELECT file_id, line_no, chain_key,
+    SELECT file_id, line_no, ck_room, ck_seq,
            CASE WHEN prio = 1 THEN 'header_id' ELSE 'rid' END AS match_method,
            CASE WHEN n_cand = 1 THEN 1.0 ELSE 0.7 END AS match_confidence
     FROM id_ranked WHERE rn = 1
     UNION ALL
-    SELECT file_id, line_no, chain_key,
+    SELECT file_id, line_no, ck_room, ck_seq,
            CASE WHEN tok = 1 THEN 'time_tokens' ELSE 'time' END,
            CASE WHEN tok = 1 THEN CASE WHEN n_cand = 1 THEN 0.8 ELSE 0.6 END
                 ELSE CASE WHEN n_cand = 1 THEN 0.5 ELSE 0.3 END END
@@ -244,24 +285,24 @@ matches_top AS (
     SELECT m.*
     FROM (
         SELECT m.*, g.layer_rank,
-               min(g.layer_rank) OVER (PARTITION BY m.chain_key) AS best_rank
+               min(g.layer_rank) OVER (PARTITION BY m.ck_room, m.ck_seq) AS best_rank
         FROM matches m
         JOIN gw_top g ON g.file_id = m.file_id AND g.line_no = m.line_no
     ) m
     WHERE m.layer_rank = m.best_rank
 ),
 rows0 AS (
-    SELECT m.file_id AS gw_file_id, m.line_no AS gw_line_no, m.chain_key, m.match_method,
+    SELECT m.file_id AS gw_file_id, m.line_no AS gw_line_no, m.ck_room, m.ck_seq, m.match_method,
            m.match_confidence
     FROM matches_top m
     UNION ALL
-    SELECT g.file_id, g.line_no, CAST(NULL AS VARCHAR), 'none', CAST(NULL AS DOUBLE)
+    SELECT g.file_id, g.line_no, CAST(NULL AS BIGINT), CAST(NULL AS INTEGER), 'none', CAST(NULL AS DOUBLE)
     FROM gw_top g
     WHERE NOT EXISTS (SELECT 1 FROM matches m WHERE m.file_id = g.file_id AND m.line_no = g.line_no)
     UNION ALL
-    SELECT CAST(NULL AS INTEGER), CAST(NULL AS BIGINT), c.chain_key, 'engine_only', CAST(NULL AS DOUBLE)
+    SELECT CAST(NULL AS INTEGER), CAST(NULL AS BIGINT), c.ck_room, c.ck_seq, 'engine_only', CAST(NULL AS DOUBLE)
     FROM chains c
-    WHERE NOT EXISTS (SELECT 1 FROM matches m WHERE m.chain_key = c.chain_key)
+    WHERE NOT EXISTS (SELECT 1 FROM matches m WHERE m.ck_room = c.ck_room AND m.ck_seq = c.ck_seq)
 ),
 rej AS (
     SELECT node, rid, min(ts) AS ts, max(input_tokens) AS input_tokens,
@@ -289,10 +330,10 @@ joined AS (
            c.prefill_received_ref, c.prefill_finished_ref,
            c.decode_node, c.decode_rid, c.decode_tokens, c.decode_ts, c.decode_finished_ts,
            c.decode_finish_type, c.decode_finish_status_code, c.decode_received_ref, c.decode_finished_ref,
-           c.ts_engine, c.engine_stream
+           c.ts_engine, c.engine_stream, c.other_key
     FROM rows0 r
     LEFT JOIN gw_top g ON g.file_id = r.gw_file_id AND g.line_no = r.gw_line_no
-    LEFT JOIN chains c ON c.chain_key = r.chain_key
+    LEFT JOIN chains c ON c.ck_room = r.ck_room AND c.ck_seq = r.ck_seq
 ),
 filtered AS (
     SELECT j.*, COALESCE(j.ts_start, j.ts_engine) AS ts
@@ -371,4 +412,7 @@ LEFT JOIN ev_files epf ON epf.file_id = f.pf_file
 LEFT JOIN ev_files edr ON edr.file_id = f.dr_file
 LEFT JOIN ev_files edf ON edf.file_id = f.df_file
 LEFT JOIN ev_files ex ON ex.file_id = f.x_file
-ORDER BY f.ts, f.request_id, f.gw_file_id, f.gw_line_no, f.chain_key
+-- a gateway record is on one row at most, so the chain's text key only orders engine-only rows
+ORDER BY f.ts, f.request_id, f.gw_file_id, f.gw_line_no,
+         CASE WHEN f.gw_file_id IS NULL
+              THEN COALESCE(f.other_key, 'room:' || CAST(f.ck_room AS VARCHAR) || '>pd') END
