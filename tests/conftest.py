@@ -40,7 +40,7 @@ class Synth:
     Example:
         >>> s = Synth()
         >>> s.start("prefill-0", t(0), role="prefill", pool=POOL_BAD)
-        >>> s.pd_request("r1", t(1), tokens=700_000, rejected=True)
+        >>> room = s.pd_request("r1", t(1), tokens=700_000, rejected=True)
     """
 
     def __init__(self) -> None:
