@@ -34,7 +34,7 @@ from benchmarks.layout import (
     load_manifest,
     save_manifest,
 )
-from benchmarks.steps import RESULT_MARKER, available_analysis, available_outputs
+from benchmarks.steps import RESULT_MARKER
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent
@@ -85,6 +85,9 @@ class Options:
     keep_work: bool = False
     quiet: bool = False
     profile: bool = False
+    snapshot: bool = False
+    #: source tree the steps import (None: this checkout)
+    src: Path | None = None
     #: step groups per scale label (``--scale 6m:gateway``); scales not listed run ``groups``
     scale_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -151,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="after the measured runs, one extra profiled run of each toolkit step (SQL "
                         "statement times, Python hot spots, DuckDB operators) for the report")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--snapshot", action="store_true",
+                   help="measure a frozen copy of the committed tree (git archive HEAD into the work "
+                        "dir), so commits landing during a long run do not change the code between runs")
     p.add_argument("--from-json", type=Path, action="append", default=None, metavar="FILE",
                    help="measure nothing: re-render the report from the raw JSON of earlier runs "
                         "(repeatable: the runs are merged, e.g. 100k+1m and a separate 6m:gateway; "
@@ -205,6 +211,7 @@ def resolve_options(args: argparse.Namespace) -> Options:
         keep_work=args.keep_work,
         quiet=args.quiet,
         profile=args.profile,
+        snapshot=args.snapshot,
         scale_groups=scale_groups,
     )
 
@@ -218,10 +225,15 @@ def _log(opts: Options, msg: str) -> None:
         print(f"[bench {stamp}] {msg}", file=sys.stderr, flush=True)
 
 
-def run_child(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-    """Run one step in a fresh interpreter and return its result record."""
+def run_child(spec: dict[str, Any], timeout_s: float, src: Path | None = None) -> dict[str, Any]:
+    """Run one step in a fresh interpreter and return its result record.
+
+    ``src`` is the source tree the child imports ``forensics`` and ``benchmarks`` from (default:
+    this checkout; with ``--snapshot`` a frozen copy of the commit being measured).
+    """
+    src = src or REPO_ROOT
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH", "")]))
     env.setdefault("PYTHONHASHSEED", "0")
     t0 = time.perf_counter()
     try:
@@ -231,7 +243,7 @@ def run_child(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
             text=True,
             timeout=timeout_s,
             env=env,
-            cwd=str(REPO_ROOT),
+            cwd=str(src),
         )
     except subprocess.TimeoutExpired:
         return {"step": spec["step"], "params": spec.get("params", {}), "ok": False,
@@ -273,6 +285,7 @@ def ensure_data(opts: Options, label: str, requests: int) -> tuple[Path, Manifes
         {"step": "generate", "data_dir": str(partial), "work_dir": str(opts.work_dir),
          "params": {"out": str(partial), "requests": requests, "seed": opts.seed}},
         opts.timeout_s,
+        opts.src,
     )
     if not rec.get("ok"):
         raise SystemExit(f"generating the {label} data set failed: {rec.get('error')}\n{rec.get('traceback', '')}")
@@ -328,7 +341,7 @@ def run_scale(suite: Suite, label: str, requests: int) -> None:
         return {"step": step, **base, "params": params}
 
     def child(sp: dict[str, Any]) -> dict[str, Any]:
-        rec = run_child(sp, opts.timeout_s)
+        rec = run_child(sp, opts.timeout_s, opts.src)
         if not opts.keep_work:
             _clean_work(work, keep=case_path)
         return rec
@@ -405,7 +418,7 @@ def profile_scale(
                  for n in analysis]
     for key, sp in todo:
         sp["profile"] = True
-        _record(suite, label, f"profile:{key}", 0, run_child(sp, opts.timeout_s))
+        _record(suite, label, f"profile:{key}", 0, run_child(sp, opts.timeout_s, opts.src))
 
 
 def load_suite(path: Path, opts: Options) -> Suite:
@@ -475,6 +488,33 @@ def merge_suite(into: Suite, other: Suite) -> None:
     into.started = min(into.started, other.started)
 
 
+def make_snapshot(opts: Options) -> tuple[Path, str]:
+    """Extract the committed tree (``git archive HEAD``) into the work dir; return it and the commit."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=str(REPO_ROOT), check=True).stdout.strip()
+    dest = opts.work_dir / f"src-{commit}"
+    if not (dest / "forensics" / "__init__.py").is_file():
+        tmp = opts.work_dir / f".src-{commit}.partial"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", "--format=tar", "HEAD"], capture_output=True,
+                                 cwd=str(REPO_ROOT), check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
+        shutil.rmtree(dest, ignore_errors=True)
+        os.replace(tmp, dest)
+    return dest, commit
+
+
+def discover(opts: Options) -> tuple[list[str], list[str], str]:
+    """Ask a child (importing the measured tree) which analysis functions and outputs exist."""
+    rec = run_child({"step": "discover", "data_dir": "", "work_dir": str(opts.work_dir), "params": {}},
+                    opts.timeout_s, opts.src)
+    extra = rec.get("extra") or {}
+    if not rec.get("ok"):
+        _log(opts, f"discovery failed: {rec.get('error')}")
+    return list(extra.get("analysis") or []), list(extra.get("outputs") or []), str(extra.get("forensics", ""))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the suite; write the report; return the exit status (1 if any step failed)."""
     args = build_parser().parse_args(argv)
@@ -490,8 +530,13 @@ def main(argv: list[str] | None = None) -> int:
     suite = Suite(options=opts, started=dt.datetime.now(dt.UTC))
     suite.machine = report.machine_info()
     suite.load_before = report.loadavg()
-    suite.analysis_functions = available_analysis()
-    suite.output_functions = available_outputs()
+    if opts.snapshot:
+        opts.work_dir.mkdir(parents=True, exist_ok=True)
+        opts.src, commit = make_snapshot(opts)
+        suite.machine.update(commit=commit, dirty_files=0, snapshot=True)
+        _log(opts, f"measuring a frozen copy of commit {commit} in {opts.src}")
+    suite.analysis_functions, suite.output_functions, where = discover(opts)
+    _log(opts, f"the steps import forensics from {where}")
     plan = ", ".join(f"{s} ({'+'.join(opts.groups_for(s))})" for s, _ in opts.scales)
     _log(opts, f"scales {plan}; {opts.runs} run(s); "
                f"analysis functions found: {', '.join(suite.analysis_functions) or 'none'}; "

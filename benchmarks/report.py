@@ -422,6 +422,7 @@ def render(suite: Suite) -> str:
         "# Benchmark results",
         "",
         f"Run on {date} with `{cmd}` (commit `{m.get('commit') or '?'}`"
+        + (", a frozen copy (`--snapshot`)" if m.get("snapshot") else "")
         + (f" plus {m['dirty_files']} files modified in the working tree" if m.get("dirty_files") else "")
         + "). "
         f"Times are medians of {opts.runs} run(s) with min–max in brackets; every step ran in a "

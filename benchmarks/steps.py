@@ -537,7 +537,20 @@ def step_generate(spec: dict[str, Any]) -> Body:
     return body
 
 
+def step_discover(spec: dict[str, Any]) -> Body:
+    """Which analysis functions and outputs the imported tree has (not a measurement)."""
+
+    def body() -> Outcome:
+        import forensics
+
+        return Outcome(extra={"analysis": available_analysis(), "outputs": available_outputs(),
+                              "forensics": str(Path(forensics.__file__).parent)})
+
+    return body
+
+
 STEPS: dict[str, Callable[[dict[str, Any]], Body]] = {
+    "discover": step_discover,
     "generate": step_generate,
     "toolkit_gateway": step_toolkit_gateway,
     "bare_gateway": step_bare_gateway,
