@@ -280,7 +280,7 @@ def parameters_used(case: CaseLike, func_name: str, **kwargs: Any) -> dict[str, 
     """
     c = as_case(case)
     q = load_query(func_name)
-    given = {name: _iso(kwargs.get(name)) for name in q.param_names}
+    given = {name: _iso(kwargs.get(name)) for name in q.all_param_names()}
     starts = c.con.execute(_DERIVED_SQL).fetchall()
     limits: dict[str, list[int]] = {}
     windows: list[dict[str, Any]] = []

@@ -284,7 +284,8 @@ def _analysis_command(command: str, func_name: str) -> None:
                                      hint=f"see forensics {command} --help")
         kwargs = {k: v for k, v in given.items() if k in accepted}
         if show_sql:
-            click.echo(load_query(func_name).sql, err=True)
+            for name in (*load_query(func_name).inputs, func_name):  # inputs first: it reads them
+                click.echo(load_query(name).sql, err=True)
         with open_case(case_path, read_only=True) as case:
             rel = func(case, **kwargs)
             if fmt == "csv" and command in CSV_COLUMNS:

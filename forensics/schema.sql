@@ -256,3 +256,63 @@ CREATE TABLE IF NOT EXISTS engine_other_lines (
 -- The analysis view of gateway records: delivery-retry duplicates excluded (still in the table).
 CREATE OR REPLACE VIEW gateway_requests_unique AS
 SELECT * FROM gateway_requests WHERE NOT is_duplicate;
+
+-- Every evidence file's path relative to the common directory of all evidence paths (the common
+-- prefix of the smallest and largest path, up to its last directory separator), so that evidence
+-- references do not depend on where the evidence was ingested from. Used by the query files.
+CREATE OR REPLACE VIEW evidence_paths AS
+WITH RECURSIVE
+ev_bounds AS (
+    SELECT min(path) AS a, max(path) AS b FROM evidence_files
+),
+ev_common (n, cut) AS (
+    SELECT 0, 0 FROM ev_bounds WHERE a IS NOT NULL
+    UNION ALL
+    SELECT c.n + 1,
+           CASE WHEN substr(b.a, c.n + 1, 1) IN ('/', '\') THEN c.n + 1 ELSE c.cut END
+    FROM ev_common c CROSS JOIN ev_bounds b
+    WHERE c.n < length(b.a) AND substr(b.a, c.n + 1, 1) = substr(b.b, c.n + 1, 1)
+)
+SELECT f.file_id, substr(f.path, r.cut + 1) AS rel
+FROM evidence_files f CROSS JOIN (SELECT max(cut) AS cut FROM ev_common) r;
+
+-- Per node, the time of its last engine line of any kind (requests, batches, rejections, events,
+-- HTTP lines, other lines, start-ups): where an open (last) start period of the node ends.
+CREATE OR REPLACE VIEW node_last_seen AS
+SELECT node, max(last_ts) AS last_ts
+FROM (
+    SELECT node, max(ts) AS last_ts FROM engine_requests GROUP BY node
+    UNION ALL SELECT node, max(ts) FROM engine_batches GROUP BY node
+    UNION ALL SELECT node, max(ts) FROM engine_rejections GROUP BY node
+    UNION ALL SELECT node, max(ts) FROM engine_events GROUP BY node
+    UNION ALL SELECT node, max(ts) FROM engine_http GROUP BY node
+    UNION ALL SELECT node, max(ts) FROM engine_other_lines GROUP BY node
+    UNION ALL SELECT node, max(COALESCE(ts_ready, ts_start)) FROM engine_starts GROUP BY node
+) t
+GROUP BY node;
+
+-- One row per engine start (all engine_starts columns) with the period it opens: limit_tokens
+-- (admission limit, else derived from context_len / max_total_num_tokens with the 6-token margin),
+-- next_start (the node's next start, NULL for the last), period_end (next start, else the node's
+-- last line), period_open and verdict ('exposed': a prefill/unified start with limit_tokens below
+-- context_len - 6; 'unknown': no context length or limit; else 'ok'). Used by the query files.
+CREATE OR REPLACE VIEW start_periods AS
+WITH
+periods AS (
+    SELECT s.*,
+           COALESCE(s.admission_limit,
+                    LEAST(s.context_len - 1, s.max_total_num_tokens - 1) - 5) AS limit_tokens,
+           LEAD(s.ts_start) OVER (PARTITION BY s.node ORDER BY s.ts_start, s.start_seq) AS next_start
+    FROM engine_starts s
+)
+SELECT p.*,
+       COALESCE(p.next_start, GREATEST(nl.last_ts, p.ts_start)) AS period_end,
+       p.next_start IS NULL AS period_open,
+       CASE
+           WHEN p.context_len IS NULL OR p.limit_tokens IS NULL THEN 'unknown'
+           WHEN COALESCE(p.role, 'unified') NOT IN ('prefill', 'unified') THEN 'ok'
+           WHEN p.limit_tokens < p.context_len - 6 THEN 'exposed'
+           ELSE 'ok'
+       END AS verdict
+FROM periods p
+LEFT JOIN node_last_seen nl ON nl.node = p.node;

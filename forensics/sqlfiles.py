@@ -9,6 +9,16 @@ Each query file holds one query and a header comment::
 Values are bound with DuckDB ``$name`` parameters, never string formatting. The files are found
 in the installed wheel (``forensics/queries/``, package data) or, in an editable checkout, in the
 repository's top-level ``queries/`` directory.
+
+A query may read the result of another query file instead of repeating its body::
+
+    -- input: affected_requests (the result of queries/affected_requests.sql, provided by the caller ...)
+
+The body then reads ``FROM affected_requests_result`` (``<input>_result``). It declares only the
+parameters it uses itself; :func:`run_query` takes those plus the parameters of its inputs
+(recursively), runs each input with its own share of them and binds its result to that name for
+this query only (``DuckDBPyRelation.query``: no view is left on the connection, and relations
+returned earlier keep their own inputs).
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import duckdb
 from forensics.errors import QueryError
 
 _PARAM_DECL = re.compile(r"^--\s*param\s+\$(\w+)\s+([\w\[\]]+)\s*:\s*(.*)$")
+_INPUT_DECL = re.compile(r"^--\s*input\s*:\s*(\w+)\b")
 _PARAM_USE = re.compile(r"(?<![\w$:])\$([A-Za-z_]\w*)")
 
 
@@ -53,10 +64,18 @@ class QueryFile:
     params: tuple[QueryParam, ...]
     sql: str
     source: str
+    inputs: tuple[str, ...] = ()
 
     @property
     def param_names(self) -> list[str]:
         return [p.name for p in self.params]
+
+    def all_param_names(self) -> list[str]:
+        """Its own parameters, then those of its inputs (recursively): what :func:`run_query` takes."""
+        names = self.param_names
+        for inp in self.inputs:
+            names += [n for n in load_query(inp).all_param_names() if n not in names]
+        return names
 
     def used_params(self) -> set[str]:
         """The ``$name`` placeholders used in the SQL body (comments and strings excluded)."""
@@ -112,6 +131,7 @@ def load_query(name: str) -> QueryFile:
     text = f.read_text(encoding="utf-8")
     purpose = ""
     params: list[QueryParam] = []
+    inputs: list[str] = []
     for line in text.splitlines():
         if not line.startswith("--"):
             if line.strip():
@@ -120,21 +140,29 @@ def load_query(name: str) -> QueryFile:
         m = _PARAM_DECL.match(line.strip())
         if m:
             params.append(QueryParam(m.group(1), m.group(2), m.group(3).strip()))
+        elif mi := _INPUT_DECL.match(line.strip()):
+            inputs.append(mi.group(1))
         elif not purpose:
             purpose = line.lstrip("-").strip()
-    return QueryFile(name=name, purpose=purpose, params=tuple(params), sql=text, source=str(f))
+    if name in inputs:
+        raise QueryError(f"query {name}.sql declares itself as input", where=str(f))
+    if len(inputs) > 1:
+        raise QueryError(f"query {name}.sql declares {len(inputs)} inputs; at most one is supported", where=str(f))
+    return QueryFile(
+        name=name, purpose=purpose, params=tuple(params), sql=text, source=str(f), inputs=tuple(inputs)
+    )
 
 
 def run_query(
     con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]
 ) -> duckdb.DuckDBPyRelation:
-    """Run a query file with exactly its declared parameters bound.
+    """Run a query file with exactly its declared parameters (and those of its inputs) bound.
 
     Example:
         >>> run_query(con, "pool_audit", {"limit_tokens": None, "node": None})  # doctest: +SKIP
     """
     q = load_query(name)
-    declared = set(q.param_names)
+    declared = set(q.all_param_names())
     given = set(params)
     if declared != given:
         raise QueryError(
@@ -142,7 +170,21 @@ def run_query(
             where=q.source,
         )
     sql = q.sql.strip().rstrip(";")
+    own = {k: v for k, v in params.items() if k in set(q.param_names)}
+    if q.inputs and own:
+        raise QueryError(
+            f"query {name}.sql reads an input and declares parameters {sorted(own)}; "
+            "binding both is not supported",
+            where=q.source,
+        )
     try:
-        return con.sql(sql, params=params) if params else con.sql(sql)
+        if q.inputs:
+            (inp,) = q.inputs
+            rel = run_query(con, inp, {k: params[k] for k in load_query(inp).all_param_names()})
+            out = rel.query(f"{inp}_result", sql)
+            if out is None:
+                raise QueryError(f"query {name} returned no result", where=q.source)
+            return out
+        return con.sql(sql, params=own) if own else con.sql(sql)
     except duckdb.Error as exc:
         raise QueryError(f"query {name} failed: {exc}", where=q.source) from exc

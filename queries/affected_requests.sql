@@ -21,60 +21,10 @@
 -- One row per logical request: when several gateway layers logged it, the outermost layer's record.
 -- evidence: 'gateway=FILE:LINE; rejection=FILE:LINE; prefill=FILE:LINE[,FILE:LINE]; decode=...'
 --   (received and finished lines), file names relative to the common directory of the evidence.
-WITH RECURSIVE
-ev_bounds AS (
-    SELECT min(path) AS a, max(path) AS b FROM evidence_files
-),
-ev_common (n, cut) AS (
-    -- common prefix of the smallest and largest path (= that of all paths), up to its last
-    -- directory separator: references do not depend on where the evidence was ingested from
-    SELECT 0, 0 FROM ev_bounds WHERE a IS NOT NULL
-    UNION ALL
-    SELECT c.n + 1,
-           CASE WHEN substr(b.a, c.n + 1, 1) IN ('/', '\') THEN c.n + 1 ELSE c.cut END
-    FROM ev_common c CROSS JOIN ev_bounds b
-    WHERE c.n < length(b.a) AND substr(b.a, c.n + 1, 1) = substr(b.b, c.n + 1, 1)
-),
-ev_files AS (
-    SELECT f.file_id, substr(f.path, r.cut + 1) AS rel
-    FROM evidence_files f CROSS JOIN (SELECT max(cut) AS cut FROM ev_common) r
-),
-node_last AS (
-    SELECT node, max(last_ts) AS last_ts
-    FROM (
-        SELECT node, max(ts) AS last_ts FROM engine_requests GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_batches GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_rejections GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_events GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_http GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_other_lines GROUP BY node
-        UNION ALL SELECT node, max(COALESCE(ts_ready, ts_start)) FROM engine_starts GROUP BY node
-    ) t
-    GROUP BY node
-),
-periods AS (
-    SELECT s.*,
-           COALESCE(s.admission_limit,
-                    LEAST(s.context_len - 1, s.max_total_num_tokens - 1) - 5) AS limit_tokens,
-           LEAD(s.ts_start) OVER (PARTITION BY s.node ORDER BY s.ts_start, s.start_seq) AS next_start
-    FROM engine_starts s
-),
-judged AS (
-    SELECT p.*,
-           COALESCE(p.next_start, GREATEST(nl.last_ts, p.ts_start)) AS period_end,
-           p.next_start IS NULL AS period_open,
-           CASE
-               WHEN p.context_len IS NULL OR p.limit_tokens IS NULL THEN 'unknown'
-               WHEN COALESCE(p.role, 'unified') NOT IN ('prefill', 'unified') THEN 'ok'
-               WHEN p.limit_tokens < p.context_len - 6 THEN 'exposed'
-               ELSE 'ok'
-           END AS verdict
-    FROM periods p
-    LEFT JOIN node_last nl ON nl.node = p.node
-),
+WITH
 exposed AS (
     SELECT node, ts_start, next_start, period_end, period_open, limit_tokens
-    FROM judged
+    FROM start_periods
     WHERE verdict = 'exposed'
 ),
 fleet_limit AS (
@@ -502,12 +452,12 @@ evidenced AS (
                    COALESCE(edf.rel, 'file' || CAST(f.df_file AS VARCHAR)) || ':' || CAST(f.df_line AS VARCHAR))
            ) AS evidence
     FROM refd f
-    LEFT JOIN ev_files eg ON eg.file_id = f.gw_file_id
-    LEFT JOIN ev_files er ON er.file_id = f.rej_file
-    LEFT JOIN ev_files epr ON epr.file_id = f.pr_file
-    LEFT JOIN ev_files epf ON epf.file_id = f.pf_file
-    LEFT JOIN ev_files edr ON edr.file_id = f.dr_file
-    LEFT JOIN ev_files edf ON edf.file_id = f.df_file
+    LEFT JOIN evidence_paths eg ON eg.file_id = f.gw_file_id
+    LEFT JOIN evidence_paths er ON er.file_id = f.rej_file
+    LEFT JOIN evidence_paths epr ON epr.file_id = f.pr_file
+    LEFT JOIN evidence_paths epf ON epf.file_id = f.pf_file
+    LEFT JOIN evidence_paths edr ON edr.file_id = f.dr_file
+    LEFT JOIN evidence_paths edf ON edf.file_id = f.df_file
 )
 SELECT
     e.request_id,

@@ -13,46 +13,13 @@
 -- n_rejections / first_rejection_seen / last_rejection_seen: the scheduler input_length rejections
 -- (over-limit prompts that took the placeholder path) actually logged on the node inside the window.
 WITH
-node_last AS (
-    SELECT node, max(last_ts) AS last_ts
-    FROM (
-        SELECT node, max(ts) AS last_ts FROM engine_requests GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_batches GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_rejections GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_events GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_http GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_other_lines GROUP BY node
-        UNION ALL SELECT node, max(COALESCE(ts_ready, ts_start)) FROM engine_starts GROUP BY node
-    ) t
-    GROUP BY node
-),
-periods AS (
-    SELECT s.*,
-           COALESCE(s.admission_limit,
-                    LEAST(s.context_len - 1, s.max_total_num_tokens - 1) - 5) AS limit_tokens,
-           LEAD(s.ts_start) OVER (PARTITION BY s.node ORDER BY s.ts_start, s.start_seq) AS next_start
-    FROM engine_starts s
-),
-judged AS (
-    SELECT p.*,
-           COALESCE(p.next_start, GREATEST(nl.last_ts, p.ts_start)) AS period_end,
-           p.next_start IS NULL AS period_open,
-           CASE
-               WHEN p.context_len IS NULL OR p.limit_tokens IS NULL THEN 'unknown'
-               WHEN COALESCE(p.role, 'unified') NOT IN ('prefill', 'unified') THEN 'ok'
-               WHEN p.limit_tokens < p.context_len - 6 THEN 'exposed'
-               ELSE 'ok'
-           END AS verdict
-    FROM periods p
-    LEFT JOIN node_last nl ON nl.node = p.node
-),
 marked AS (
     SELECT j.*,
            CASE WHEN j.verdict = 'exposed'
                  AND LAG(j.verdict) OVER w = 'exposed'
                  AND LAG(j.limit_tokens) OVER w = j.limit_tokens
                 THEN 0 ELSE 1 END AS new_island
-    FROM judged j
+    FROM start_periods j
     WINDOW w AS (PARTITION BY j.node ORDER BY j.ts_start, j.start_seq)
 ),
 islands AS (

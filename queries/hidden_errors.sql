@@ -13,24 +13,7 @@
 --   engine_abort      the request's prefill or decode leg finished with finish_reason abort
 -- Engine legs are tied to the record by the logged x-request-id or by rid = gateway id; legs of one
 -- request by bootstrap_room. kinds lists every finding; detail is the first error text.
-WITH RECURSIVE
-ev_bounds AS (
-    SELECT min(path) AS a, max(path) AS b FROM evidence_files
-),
-ev_common (n, cut) AS (
-    -- common prefix of the smallest and largest path (= that of all paths), up to its last
-    -- directory separator: references do not depend on where the evidence was ingested from
-    SELECT 0, 0 FROM ev_bounds WHERE a IS NOT NULL
-    UNION ALL
-    SELECT c.n + 1,
-           CASE WHEN substr(b.a, c.n + 1, 1) IN ('/', '\') THEN c.n + 1 ELSE c.cut END
-    FROM ev_common c CROSS JOIN ev_bounds b
-    WHERE c.n < length(b.a) AND substr(b.a, c.n + 1, 1) = substr(b.b, c.n + 1, 1)
-),
-ev_files AS (
-    SELECT f.file_id, substr(f.path, r.cut + 1) AS rel
-    FROM evidence_files f CROSS JOIN (SELECT max(cut) AS cut FROM ev_common) r
-),
+WITH
 xfer AS (
     SELECT bootstrap_room, min(kind) AS kind, min(message) AS message,
            min(CAST(file_id AS BIGINT) * 10000000000 + line_no) AS ref
@@ -162,9 +145,9 @@ SELECT
             || ':' || CAST(t.abort_ref % 10000000000 AS VARCHAR)
     ) AS evidence
 FROM top t
-LEFT JOIN ev_files eg ON eg.file_id = t.file_id
-LEFT JOIN ev_files ex ON ex.file_id = CAST((t.xfer_ref - t.xfer_ref % 10000000000) / 10000000000 AS INTEGER)
-LEFT JOIN ev_files ea ON ea.file_id = CAST((t.abort_ref - t.abort_ref % 10000000000) / 10000000000 AS INTEGER)
+LEFT JOIN evidence_paths eg ON eg.file_id = t.file_id
+LEFT JOIN evidence_paths ex ON ex.file_id = CAST((t.xfer_ref - t.xfer_ref % 10000000000) / 10000000000 AS INTEGER)
+LEFT JOIN evidence_paths ea ON ea.file_id = CAST((t.abort_ref - t.abort_ref % 10000000000) / 10000000000 AS INTEGER)
 WHERE (t.in_band_error IS NOT NULL OR t.xfer_kind IS NOT NULL OR t.aborted)
   AND ($start IS NULL OR t.ts >= $start)
   AND ($end IS NULL OR t.ts < $end)

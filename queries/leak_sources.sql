@@ -15,59 +15,9 @@
 -- source of the recipient's own tenant (kept: still a finding, not a cross-tenant one).
 -- gap_s = t_r - t_f in seconds. Ordered by affected request time, then source finish time.
 WITH RECURSIVE
-ev_bounds AS (
-    SELECT min(path) AS a, max(path) AS b FROM evidence_files
-),
-ev_common (n, cut) AS (
-    -- common prefix of the smallest and largest path (= that of all paths), up to its last
-    -- directory separator: references do not depend on where the evidence was ingested from
-    SELECT 0, 0 FROM ev_bounds WHERE a IS NOT NULL
-    UNION ALL
-    SELECT c.n + 1,
-           CASE WHEN substr(b.a, c.n + 1, 1) IN ('/', '\') THEN c.n + 1 ELSE c.cut END
-    FROM ev_common c CROSS JOIN ev_bounds b
-    WHERE c.n < length(b.a) AND substr(b.a, c.n + 1, 1) = substr(b.b, c.n + 1, 1)
-),
-ev_files AS (
-    SELECT f.file_id, substr(f.path, r.cut + 1) AS rel
-    FROM evidence_files f CROSS JOIN (SELECT max(cut) AS cut FROM ev_common) r
-),
-node_last AS (
-    SELECT node, max(last_ts) AS last_ts
-    FROM (
-        SELECT node, max(ts) AS last_ts FROM engine_requests GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_batches GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_rejections GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_events GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_http GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_other_lines GROUP BY node
-        UNION ALL SELECT node, max(COALESCE(ts_ready, ts_start)) FROM engine_starts GROUP BY node
-    ) t
-    GROUP BY node
-),
-periods AS (
-    SELECT s.*,
-           COALESCE(s.admission_limit,
-                    LEAST(s.context_len - 1, s.max_total_num_tokens - 1) - 5) AS limit_tokens,
-           LEAD(s.ts_start) OVER (PARTITION BY s.node ORDER BY s.ts_start, s.start_seq) AS next_start
-    FROM engine_starts s
-),
-judged AS (
-    SELECT p.*,
-           COALESCE(p.next_start, GREATEST(nl.last_ts, p.ts_start)) AS period_end,
-           p.next_start IS NULL AS period_open,
-           CASE
-               WHEN p.context_len IS NULL OR p.limit_tokens IS NULL THEN 'unknown'
-               WHEN COALESCE(p.role, 'unified') NOT IN ('prefill', 'unified') THEN 'ok'
-               WHEN p.limit_tokens < p.context_len - 6 THEN 'exposed'
-               ELSE 'ok'
-           END AS verdict
-    FROM periods p
-    LEFT JOIN node_last nl ON nl.node = p.node
-),
 exposed AS (
     SELECT node, ts_start, next_start, period_end, period_open, limit_tokens
-    FROM judged
+    FROM start_periods
     WHERE verdict = 'exposed'
 ),
 fleet_limit AS (
@@ -555,6 +505,6 @@ SELECT
             || ':' || CAST(p.source_ref % 10000000000 AS VARCHAR)
     ) AS source_evidence
 FROM pairs p
-LEFT JOIN ev_files eg ON eg.file_id = p.source_gw_file
-LEFT JOIN ev_files ed ON ed.file_id = CAST((p.source_ref - p.source_ref % 10000000000) / 10000000000 AS INTEGER)
+LEFT JOIN evidence_paths eg ON eg.file_id = p.source_gw_file
+LEFT JOIN evidence_paths ed ON ed.file_id = CAST((p.source_ref - p.source_ref % 10000000000) / 10000000000 AS INTEGER)
 ORDER BY p.ts, p.request_id, p.source_finished_ts, p.source_request_id, p.source_decode_rid

@@ -18,63 +18,13 @@
 --            (context_len - 6 .. context_len - 1); it is shown in rejected_band_tokens and notes,
 --            with the scheduler rejections actually logged in the period, but is not a verdict.
 --   unknown  the context_len= / max_total_num_tokens= line was not found for this start.
-WITH RECURSIVE
-ev_bounds AS (
-    SELECT min(path) AS a, max(path) AS b FROM evidence_files
-),
-ev_common (n, cut) AS (
-    -- common prefix of the smallest and largest path (= that of all paths), up to its last
-    -- directory separator: references do not depend on where the evidence was ingested from
-    SELECT 0, 0 FROM ev_bounds WHERE a IS NOT NULL
-    UNION ALL
-    SELECT c.n + 1,
-           CASE WHEN substr(b.a, c.n + 1, 1) IN ('/', '\') THEN c.n + 1 ELSE c.cut END
-    FROM ev_common c CROSS JOIN ev_bounds b
-    WHERE c.n < length(b.a) AND substr(b.a, c.n + 1, 1) = substr(b.b, c.n + 1, 1)
-),
-ev_files AS (
-    SELECT f.file_id, substr(f.path, r.cut + 1) AS rel
-    FROM evidence_files f CROSS JOIN (SELECT max(cut) AS cut FROM ev_common) r
-),
-node_last AS (
-    SELECT node, max(last_ts) AS last_ts
-    FROM (
-        SELECT node, max(ts) AS last_ts FROM engine_requests GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_batches GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_rejections GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_events GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_http GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_other_lines GROUP BY node
-        UNION ALL SELECT node, max(COALESCE(ts_ready, ts_start)) FROM engine_starts GROUP BY node
-    ) t
-    GROUP BY node
-),
-periods AS (
-    SELECT s.*,
-           COALESCE(s.admission_limit,
-                    LEAST(s.context_len - 1, s.max_total_num_tokens - 1) - 5) AS limit_tokens,
-           LEAD(s.ts_start) OVER (PARTITION BY s.node ORDER BY s.ts_start, s.start_seq) AS next_start
-    FROM engine_starts s
-),
-judged AS (
-    SELECT p.*,
-           COALESCE(p.next_start, GREATEST(nl.last_ts, p.ts_start)) AS period_end,
-           p.next_start IS NULL AS period_open,
-           CASE
-               WHEN p.context_len IS NULL OR p.limit_tokens IS NULL THEN 'unknown'
-               WHEN COALESCE(p.role, 'unified') NOT IN ('prefill', 'unified') THEN 'ok'
-               WHEN p.limit_tokens < p.context_len - 6 THEN 'exposed'
-               ELSE 'ok'
-           END AS verdict
-    FROM periods p
-    LEFT JOIN node_last nl ON nl.node = p.node
-),
+WITH
 rej AS (
     SELECT j.node, j.start_seq,
            count(*) AS n_rejections,
            min(r.ts) AS first_rejection,
            max(r.ts) AS last_rejection
-    FROM judged j
+    FROM start_periods j
     JOIN engine_rejections r
       ON r.node = j.node AND r.kind = 'input_length'
      AND r.ts >= j.ts_start AND (j.next_start IS NULL OR r.ts < j.next_start)
@@ -120,8 +70,8 @@ SELECT
                     ELSE '' END
     END AS notes,
     COALESCE(ef.rel, 'file' || CAST(j.file_id AS VARCHAR)) || ':' || CAST(j.line_no AS VARCHAR) AS evidence
-FROM judged j
+FROM start_periods j
 LEFT JOIN rej r ON r.node = j.node AND r.start_seq = j.start_seq
-LEFT JOIN ev_files ef ON ef.file_id = j.file_id
+LEFT JOIN evidence_paths ef ON ef.file_id = j.file_id
 WHERE $node IS NULL OR j.node = $node
 ORDER BY j.node, j.ts_start, j.start_seq

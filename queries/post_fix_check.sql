@@ -16,51 +16,18 @@
 --                             starts; warn when neither (enable --disaggregation-enable-kv-checksum
 --                             / --kv-canary where supported)
 WITH
-node_last AS (
-    SELECT node, max(last_ts) AS last_ts
-    FROM (
-        SELECT node, max(ts) AS last_ts FROM engine_requests GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_batches GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_rejections GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_events GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_http GROUP BY node
-        UNION ALL SELECT node, max(ts) FROM engine_other_lines GROUP BY node
-        UNION ALL SELECT node, max(COALESCE(ts_ready, ts_start)) FROM engine_starts GROUP BY node
-    ) t
-    GROUP BY node
-),
-periods AS (
-    SELECT s.*,
-           COALESCE(s.admission_limit,
-                    LEAST(s.context_len - 1, s.max_total_num_tokens - 1) - 5) AS limit_tokens,
-           LEAD(s.ts_start) OVER (PARTITION BY s.node ORDER BY s.ts_start, s.start_seq) AS next_start
-    FROM engine_starts s
-),
-judged AS (
-    SELECT p.*,
-           COALESCE(p.next_start, GREATEST(nl.last_ts, p.ts_start)) AS period_end,
-           p.next_start IS NULL AS period_open,
-           CASE
-               WHEN p.context_len IS NULL OR p.limit_tokens IS NULL THEN 'unknown'
-               WHEN COALESCE(p.role, 'unified') NOT IN ('prefill', 'unified') THEN 'ok'
-               WHEN p.limit_tokens < p.context_len - 6 THEN 'exposed'
-               ELSE 'ok'
-           END AS verdict
-    FROM periods p
-    LEFT JOIN node_last nl ON nl.node = p.node
-),
 latest AS (
-    SELECT j.* FROM judged j WHERE j.next_start IS NULL
+    SELECT j.* FROM start_periods j WHERE j.next_start IS NULL
 ),
 last_exposed AS (
     SELECT node, max(ts_start) AS ts_start, min(limit_tokens) AS old_limit
-    FROM judged WHERE verdict = 'exposed' GROUP BY node
+    FROM start_periods WHERE verdict = 'exposed' GROUP BY node
 ),
 fixes AS (
     -- the first start after a node's last exposed start: its fixing restart
     SELECT l.node, l.old_limit, min(j.ts_start) AS fixed_at
     FROM last_exposed l
-    JOIN judged j ON j.node = l.node AND j.ts_start > l.ts_start
+    JOIN start_periods j ON j.node = l.node AND j.ts_start > l.ts_start
     GROUP BY l.node, l.old_limit
 ),
 rej AS (
@@ -132,7 +99,7 @@ checks AS (
     SELECT 3, 'margin_rejections', j.node, 'warn', count(*), min(r.ts), max(r.ts),
            CAST(count(*) AS VARCHAR) || ' placeholder-path rejection(s) while the node was not exposed'
                || ' (prompts within the scheduler margin below context_len)'
-    FROM judged j
+    FROM start_periods j
     JOIN rej r ON r.node = j.node AND r.ts >= j.ts_start AND (j.next_start IS NULL OR r.ts < j.next_start)
     WHERE j.verdict = 'ok'
     GROUP BY j.node

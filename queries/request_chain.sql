@@ -20,24 +20,7 @@
 -- match_confidence: 1.0 unique id match, 0.7 id matched several chains (nearest in time taken),
 -- 0.8/0.6 time_tokens (unique/several candidates), 0.5/0.3 time. When one chain matches records of
 -- several layers, only the outermost layer's record is kept.
-WITH RECURSIVE
-ev_bounds AS (
-    SELECT min(path) AS a, max(path) AS b FROM evidence_files
-),
-ev_common (n, cut) AS (
-    -- common prefix of the smallest and largest path (= that of all paths), up to its last
-    -- directory separator: references do not depend on where the evidence was ingested from
-    SELECT 0, 0 FROM ev_bounds WHERE a IS NOT NULL
-    UNION ALL
-    SELECT c.n + 1,
-           CASE WHEN substr(b.a, c.n + 1, 1) IN ('/', '\') THEN c.n + 1 ELSE c.cut END
-    FROM ev_common c CROSS JOIN ev_bounds b
-    WHERE c.n < length(b.a) AND substr(b.a, c.n + 1, 1) = substr(b.b, c.n + 1, 1)
-),
-ev_files AS (
-    SELECT f.file_id, substr(f.path, r.cut + 1) AS rel
-    FROM evidence_files f CROSS JOIN (SELECT max(cut) AS cut FROM ev_common) r
-),
+WITH
 node_roles AS (
     SELECT node, max(role) AS role FROM engine_starts GROUP BY node
 ),
@@ -405,13 +388,13 @@ SELECT
         'transfer_failure=' || COALESCE(ex.rel, 'file' || CAST(f.x_file AS VARCHAR)) || ':' || CAST(f.x_line AS VARCHAR)
     ) AS evidence
 FROM refd f
-LEFT JOIN ev_files eg ON eg.file_id = f.gw_file_id
-LEFT JOIN ev_files er ON er.file_id = f.rej_file
-LEFT JOIN ev_files epr ON epr.file_id = f.pr_file
-LEFT JOIN ev_files epf ON epf.file_id = f.pf_file
-LEFT JOIN ev_files edr ON edr.file_id = f.dr_file
-LEFT JOIN ev_files edf ON edf.file_id = f.df_file
-LEFT JOIN ev_files ex ON ex.file_id = f.x_file
+LEFT JOIN evidence_paths eg ON eg.file_id = f.gw_file_id
+LEFT JOIN evidence_paths er ON er.file_id = f.rej_file
+LEFT JOIN evidence_paths epr ON epr.file_id = f.pr_file
+LEFT JOIN evidence_paths epf ON epf.file_id = f.pf_file
+LEFT JOIN evidence_paths edr ON edr.file_id = f.dr_file
+LEFT JOIN evidence_paths edf ON edf.file_id = f.df_file
+LEFT JOIN evidence_paths ex ON ex.file_id = f.x_file
 -- a gateway record is on one row at most, so the chain's text key only orders engine-only rows
 ORDER BY f.ts, f.request_id, f.gw_file_id, f.gw_line_no,
          CASE WHEN f.gw_file_id IS NULL

@@ -47,3 +47,22 @@ def test_cli_csv_golden(sample_case_path: Path, tmp_path: Path) -> None:
     assert text.splitlines()[0].split(",") == CONTRACT
     assert ".0," not in text  # counts are integers
     _golden("tenants.csv", text)
+
+
+def test_repeated_calls_keep_their_own_input(synth: Synth) -> None:
+    """The input (affected_requests) is bound per call: an earlier relation keeps its parameters,
+    and nothing is left on the connection that could change another query's result."""
+    fleet(synth)
+    synth.pd_request("a1", t(10), tokens=700_000, rejected=True, tenant="A")
+    synth.pd_request("b1", t(11), tokens=700_000, rejected=True, tenant="B")
+    before = forensics.affected_tenants(synth.case).fetchall()
+    early = forensics.affected_tenants(synth.case, start=t(9), end=t(10.5))
+    late = forensics.affected_tenants(synth.case, start=t(10.5), end=t(12))
+    assert [r[0] for r in early.fetchall()] == ["A"]
+    assert [r[0] for r in late.fetchall()] == ["B"]
+    assert [r[0] for r in early.fetchall()] == ["A"]
+    assert forensics.affected_tenants(synth.case).fetchall() == before
+    views = synth.case.con.sql(
+        "SELECT view_name FROM duckdb_views() WHERE NOT internal AND view_name LIKE '%result%'"
+    ).fetchall()
+    assert views == []

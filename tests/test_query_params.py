@@ -1,7 +1,10 @@
-"""Every query file: declared params == $names used in the SQL == the Python function's keywords.
+"""Every query file: declared params == $names used in the SQL; the Python function's keywords ==
+its declared params and those of its inputs (``-- input: <query>``, recursively).
 
-Also: the CTE blocks shared between query files (file-name helper, node periods, the affected-request
-body) stay identical copies, since each file must stand alone to travel to another SQL engine.
+Also: the CTE blocks still shared between affected_requests and leak_sources (leak_sources needs the
+decode leg of each affected request, which affected_requests does not return) stay identical copies.
+The parameter-free blocks (evidence paths, node last-seen times, start periods) are views of
+``forensics/schema.sql``, and affected_tenants reads the result of affected_requests.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import pytest
 import forensics
 from forensics import analysis
 from forensics.cli import ANALYSIS_COMMANDS
-from forensics.sqlfiles import load_query, query_names
+from forensics.errors import QueryError
+from forensics.sqlfiles import load_query, query_names, run_query
 
 NAMES = query_names()
 
@@ -26,15 +30,44 @@ def test_every_query_has_a_function_and_a_command() -> None:
         assert getattr(forensics, name) is getattr(analysis, name)
 
 
+def _all_params(name: str) -> set[str]:
+    q = load_query(name)
+    out = set(q.param_names)
+    for inp in q.inputs:
+        out |= _all_params(inp)
+    return out
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_declared_equals_used_equals_keywords(name: str) -> None:
+def test_declared_equals_used_and_keywords_cover_inputs(name: str) -> None:
     q = load_query(name)
     declared = set(q.param_names)
     assert declared == q.used_params(), f"{name}: declared vs used"
+    assert all(inp in NAMES for inp in q.inputs), f"{name}: unknown input"
+    for inp in q.inputs:
+        assert re.search(rf"\b{inp}_result\b", q.sql), f"{name}: input {inp} not read"
     sig = inspect.signature(getattr(analysis, name))
     keywords = {p.name for p in sig.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY}
-    assert declared == keywords, f"{name}: declared vs function keywords"
+    assert keywords == _all_params(name), f"{name}: function keywords vs params of it and its inputs"
+    assert set(q.all_param_names()) == _all_params(name)
     assert next(iter(sig.parameters)) == "case"
+
+
+def test_affected_tenants_reads_affected_requests() -> None:
+    q = load_query("affected_tenants")
+    assert q.inputs == ("affected_requests",)
+    assert q.param_names == []
+
+
+def test_run_query_keeps_the_strict_parameter_check() -> None:
+    import duckdb
+
+    con = duckdb.connect()
+    with pytest.raises(QueryError, match="declares parameters"):
+        run_query(con, "affected_tenants", {})
+    with pytest.raises(QueryError, match="declares parameters"):
+        run_query(con, "affected_tenants", {"limit_tokens": None, "start": None, "end": None,
+                                            "node": None, "window_s": 600})
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -53,15 +86,10 @@ def _cte(sql: str, name: str) -> str:
 
 
 SHARED = {
-    "ev_common": ["pool_audit", "request_chain", "affected_requests", "affected_tenants",
-                  "leak_sources", "hidden_errors"],
-    "judged": ["pool_audit", "exposure_windows", "affected_requests", "affected_tenants",
-               "leak_sources", "post_fix_check"],
-    "node_last": ["pool_audit", "exposure_windows", "affected_requests", "affected_tenants",
-                  "leak_sources", "post_fix_check"],
-    "legs": ["affected_requests", "affected_tenants", "leak_sources"],
-    "classified": ["affected_requests", "affected_tenants", "leak_sources"],
-    "cand_keys": ["affected_requests", "affected_tenants", "leak_sources"],
+    "exposed": ["affected_requests", "leak_sources"],
+    "legs": ["affected_requests", "leak_sources"],
+    "classified": ["affected_requests", "leak_sources"],
+    "cand_keys": ["affected_requests", "leak_sources"],
 }
 
 
@@ -70,3 +98,14 @@ def test_shared_blocks_are_identical(cte: str) -> None:
     texts = {name: _cte(load_query(name).sql, cte) for name in SHARED[cte]}
     first = next(iter(texts.values()))
     assert all(t == first for t in texts.values()), f"CTE {cte} differs between {sorted(texts)}"
+
+
+@pytest.mark.parametrize("view", ["evidence_paths", "node_last_seen", "start_periods"])
+def test_shared_views_are_used_not_copied(view: str) -> None:
+    from forensics.case import schema_sql
+
+    assert f"CREATE OR REPLACE VIEW {view} AS" in schema_sql()
+    for name in NAMES:
+        sql = load_query(name).sql
+        for old in ("ev_bounds", "ev_common", "node_last", "judged"):
+            assert not re.search(rf"^{old}(?: \([^)]*\))? AS \(", sql, flags=re.M), (name, old)
