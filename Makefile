@@ -42,7 +42,7 @@ lab: $(STAMP)
 
 ## bench: the benchmark suite (slow; not part of make test)
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks --out benchmarks/RESULTS.md
+	$(BIN)/python -m benchmarks --runs 3 --profile --snapshot --out benchmarks/RESULTS.md
 
 clean:
 	rm -rf $(VENV) $(DEMO) dist build .pytest_cache .mypy_cache .ruff_cache
