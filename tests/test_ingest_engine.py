@@ -483,8 +483,7 @@ def test_cli_subprocess(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_sample_reproduces_truth() -> None:
     truth_path = SAMPLE / "truth.json"
-    if not truth_path.exists():
-        pytest.skip("sample_data not generated")
+    assert truth_path.exists(), "sample_data/ is missing: forensics sample --out sample_data"
     truth = json.loads(truth_path.read_text())
     case = open_case(":memory:")
     s = case.ingest_engine([SAMPLE / "engine"], tz=truth.get("engine_tz", "Asia/Singapore"))
