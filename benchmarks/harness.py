@@ -438,6 +438,7 @@ def load_suite(path: Path, opts: Options) -> Suite:
     opts.groups = tuple(o["groups"])
     opts.scale_groups = {k: tuple(v) for k, v in (o.get("scale_groups") or {}).items()}
     opts.profile = bool(o.get("profile"))
+    opts.snapshot = bool(o.get("snapshot"))
     if not opts.note:
         opts.note = str(o.get("note") or "")
     suite = Suite(options=opts, started=dt.datetime.fromisoformat(data["started"]))

@@ -416,6 +416,8 @@ def render(suite: Suite) -> str:
          for s in scales] + [f"--runs {opts.runs}"]
         + ([f"--pandas-runs {opts.pandas_runs}"] if opts.pandas_runs != opts.runs else [])
         + ([f"--investigate-runs {opts.investigate_runs}"] if opts.investigate_runs != 1 else [])
+        + (["--profile"] if opts.profile else [])
+        + (["--snapshot"] if getattr(opts, "snapshot", False) else [])
         + ([f"--steps {','.join(opts.groups)}"] if len(opts.groups) < 5 else [])
     )
     out += [
@@ -569,8 +571,8 @@ def render(suite: Suite) -> str:
     rows = []
     for scale in scales:
         c = suite.correctness.get(scale)
-        if not c:
-            continue
+        if not c or (c.get("toolkit") is None and c.get("pandas") is None):
+            continue  # e.g. a gateway-only scale
         for who in ("toolkit", "pandas"):
             cmp = c.get(who)
             if cmp is None:
