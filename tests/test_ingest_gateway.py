@@ -457,6 +457,34 @@ def test_ndjson_fast_path_numbers_and_raw_bytes(case: forensics.Case, tmp_path: 
     assert loaded == want
 
 
+@pytest.mark.parametrize("shape", ["plain", "gzip", "blank-line"])
+def test_line_numbers_of_a_big_file_loaded_in_parallel(tmp_path: Path, shape: str) -> None:
+    # Rows are numbered by their position once inserted (the INSERT runs on every thread): on a
+    # file of many reader buffers every row must still carry its physical line number.
+    import duckdb
+
+    n = 300_000
+    p = tmp_path / ("big.ndjson.gz" if shape == "gzip" else "big.ndjson")
+    blank = n // 2 if shape == "blank-line" else -1  # an empty line here sends the file to the line reader
+    con = duckdb.connect()
+    con.execute(f"""
+        COPY (SELECT CASE WHEN i = {blank} THEN '' ELSE json_object(
+                  'RayID', 'r' || i, 'EdgeStartTimestamp', 1788357791482000000 + i * 1000,
+                  'ClientRequestPath', '/client/v4/accounts/' || (i % 97) || '/ai/run/@cf/m' || repeat('x', i % 50))::VARCHAR
+              END AS line FROM range(1, {n + 1}) r(i) ORDER BY i)
+        TO '{p}' (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '\x01',
+                  COMPRESSION '{"gzip" if shape == "gzip" else "none"}')""")
+    con.close()
+    case = forensics.open_case(tmp_path / "case.duckdb", threads=2)
+    f = case.ingest_gateway(p, format="cloudflare-http").files[0]
+    assert f.lines_read == n and f.reconciles and f.rows_rejected == (1 if shape == "blank-line" else 0)
+    bad = case.sql("SELECT count(*) FROM gateway_requests WHERE request_id <> 'r' || line_no").fetchall()[0][0]
+    assert bad == 0
+    assert case.sql("SELECT min(line_no), max(line_no), count(DISTINCT line_no) FROM gateway_requests").fetchall() == [
+        (1, n, n - (1 if shape == "blank-line" else 0))]
+    case.close()
+
+
 def test_source_files_are_not_modified(case: forensics.Case, tmp_path: Path) -> None:
     p = tmp_path / "ro.ndjson"
     shutil.copy(FIX / "cloudflare_http_ns.ndjson", p)

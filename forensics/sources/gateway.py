@@ -527,15 +527,23 @@ class FilePlan:
     detected: str | None
 
 
-def _source_sql(plan: FilePlan, read_path: str, comp: str, rejects: str) -> str:
+def _is_otlp(plan: FilePlan) -> bool:
+    return plan.spec.container == "otlp" or (
+        plan.sniff.container in ("ndjson", "json-doc") and "resourceSpans" in plan.sniff.keys)
+
+
+def _source_sql(plan: FilePlan, read_path: str, comp: str, rejects: str, positional: bool = False) -> str:
     """SQL of the record source ``(rn, line)``.
 
     ``line`` is JSON text for JSON-like containers and the raw line for text. For CSV and line
-    readers, reader-level rejects land in the table ``rejects``.
+    readers, reader-level rejects land in the table ``rejects``. With ``positional`` (one row per
+    record, in order: everything but OTLP), ``rn`` is a placeholder 0 and the caller numbers the
+    rows by their position once inserted (:func:`_number_by_position`): ``row_number() OVER ()``
+    runs the whole INSERT on one thread.
     """
     c = plan.sniff.container
-    spec = plan.spec
-    if spec.container == "otlp" or (plan.sniff.container in ("ndjson", "json-doc") and "resourceSpans" in plan.sniff.keys):
+    rn = "0::BIGINT" if positional and not _is_otlp(plan) else "row_number() OVER ()"
+    if _is_otlp(plan):
         if c == "ndjson":
             docs = f"SELECT row_number() OVER () AS rn, line FROM {_lines_reader(read_path, comp, rejects)}"
             number = "rn"
@@ -564,26 +572,26 @@ def _source_sql(plan: FilePlan, read_path: str, comp: str, rejects: str) -> str:
         )"""
         return src
     if c == "ndjson":
-        return f"SELECT row_number() OVER () AS rn, line FROM {_lines_reader(read_path, comp, rejects)}"
+        return f"SELECT {rn} AS rn, line FROM {_lines_reader(read_path, comp, rejects)}"
     if c == "text":
-        return f"SELECT row_number() OVER () AS rn, line FROM {_lines_reader(read_path, comp, rejects)}"
+        return f"SELECT {rn} AS rn, line FROM {_lines_reader(read_path, comp, rejects)}"
     if c == "csv":
         return (
-            f"SELECT row_number() OVER () AS rn, to_json(c) AS line FROM read_csv({_lit(read_path)}, "
+            f"SELECT {rn} AS rn, to_json(c) AS line FROM read_csv({_lit(read_path)}, "
             f"{_csv_options(plan.sniff.delim)}, ignore_errors=true, store_rejects=true, "
             f"rejects_table={_lit(rejects)}, rejects_scan={_lit(rejects + '_scan')}, "
             f"compression={_lit(_duck_compression(comp))}) c"
         )
     if c == "parquet":
-        return f"SELECT row_number() OVER () AS rn, to_json(p) AS line FROM read_parquet({_lit(read_path)}) p"
+        return f"SELECT {rn} AS rn, to_json(p) AS line FROM read_parquet({_lit(read_path)}) p"
     if c == "json-array":
         return (
-            f"SELECT row_number() OVER () AS rn, json AS line FROM read_json_objects({_lit(read_path)}, "
+            f"SELECT {rn} AS rn, json AS line FROM read_json_objects({_lit(read_path)}, "
             f"format='array', compression={_lit(_duck_compression(comp))})"
         )
     # a single JSON document: a REST envelope {"result": [...]} or one record
     return (
-        f"SELECT row_number() OVER () AS rn, rec AS line FROM (SELECT unnest(CASE WHEN "
+        f"SELECT {rn} AS rn, rec AS line FROM (SELECT unnest(CASE WHEN "
         f"json_type(json, '$.result') = 'ARRAY' THEN json_extract(json, '$.result[*]') ELSE [json] END) AS rec "
         f"FROM read_json_objects({_lit(read_path)}, format='unstructured', "
         f"compression={_lit(_duck_compression(comp))}))"
@@ -627,7 +635,7 @@ def fast_path_ok(plan: FilePlan) -> bool:
     return len({k.lower() for k in set(keys)}) == len(set(keys))
 
 
-def _read_json_source(plan: FilePlan, path: str, comp: str, file_id: int) -> str:
+def _read_json_source(plan: FilePlan, path: str, comp: str, file_id: int, positional: bool = False) -> str:
     """SQL of ``(fid, rn, line, f)`` parsed by ``read_json`` (the parser a bare load uses).
 
     Every physical line becomes a row (unparseable ones all NULL) except blank lines, which the
@@ -645,7 +653,8 @@ def _read_json_source(plan: FilePlan, path: str, comp: str, file_id: int) -> str
 
     f = ", ".join(f"{ref(x)} AS f{i}" for i, x in enumerate(fields, start=1))
     return (
-        f"SELECT {int(file_id)} AS fid, row_number() OVER () AS rn, NULL::VARCHAR AS line, true AS parsed, {f} "
+        f"SELECT {int(file_id)} AS fid, {'0::BIGINT' if positional else 'row_number() OVER ()'} AS rn, "
+        f"NULL::VARCHAR AS line, true AS parsed, {f} "
         f"FROM read_json({_lit(path)}, format='newline_delimited', ignore_errors=true, columns={cols}, "
         f"compression={_lit(_duck_compression(comp))})"
     )
@@ -960,6 +969,34 @@ def _commit_point(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("BEGIN TRANSACTION")
 
 
+def _positional_ok(con: duckdb.DuckDBPyConnection) -> bool:
+    """True when an INSERT stores rows in source order (DuckDB's ``preserve_insertion_order``)."""
+    row = con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0]
+    return bool(row[0])
+
+
+def _number_by_position(con: duckdb.DuckDBPyConnection, file_id: int) -> bool:
+    """Set ``line_no`` of a file's freshly committed rows from their position; False if unsure.
+
+    ``row_number() OVER ()`` in the INSERT would number the rows as they are read, but it runs the
+    whole statement on one thread. With insertion order preserved, an INSERT appends the rows in
+    source order, so the k-th row of the file sits at ``rowid = first + k - 1``: the same numbers,
+    set by one cheap UPDATE after the commit point (before it, DuckDB would rewrite the new row
+    groups at commit). The rows must be one contiguous block; otherwise (never seen) False, and
+    the caller reloads the file with ``row_number()``.
+    """
+    lo, hi, n = con.execute(
+        "SELECT min(rowid), max(rowid), count(*) FROM gateway_requests WHERE file_id = $f", {"f": file_id}
+    ).fetchall()[0]
+    if not n:
+        return True
+    if int(hi) - int(lo) + 1 != int(n):
+        return False
+    con.execute("UPDATE gateway_requests SET line_no = rowid - $lo + 1 WHERE file_id = $f",
+                {"lo": int(lo), "f": file_id})
+    return True
+
+
 def _undo_unfinished(case: Case) -> list[str]:
     """Remove the rows of gateway files whose ingest did not finish; return their paths."""
     con = case.con
@@ -985,13 +1022,28 @@ def _load_files(case: Case, items: list[_Item], tz: str) -> dict[int, _Counts]:
     for it in items:
         con.execute(f"DROP TABLE IF EXISTS {it.rejects}")
         con.execute(f"DROP TABLE IF EXISTS {it.rejects}_scan")
-    source = " UNION ALL ".join(
-        f"SELECT {it.file_id} AS fid, rn, line FROM ({_source_sql(it.plan, it.read_path, it.comp, it.rejects)})"
-        for it in items
-    )
-    con.execute(build_insert_sql(plan, read_path=items[0].read_path, comp=items[0].comp,
-                                 rejects=items[0].rejects, file_id=items[0].file_id, tz=tz, source=source))
+    # one big file: number its rows by position (a parallel INSERT); a batch of small files keeps
+    # row_number() per file (each branch of the UNION is its own pipeline)
+    positional = len(items) == 1 and not _is_otlp(plan) and _positional_ok(con)
+
+    def insert(positional: bool) -> None:
+        source = " UNION ALL ".join(
+            f"SELECT {it.file_id} AS fid, rn, line FROM "
+            f"({_source_sql(it.plan, it.read_path, it.comp, it.rejects, positional)})"
+            for it in items
+        )
+        con.execute(build_insert_sql(plan, read_path=items[0].read_path, comp=items[0].comp,
+                                     rejects=items[0].rejects, file_id=items[0].file_id, tz=tz, source=source))
+
+    insert(positional)
     _commit_point(con)
+    if positional and not _number_by_position(con, items[0].file_id):
+        con.execute("DELETE FROM gateway_requests WHERE file_id = $f", {"f": items[0].file_id})
+        for it in items:
+            con.execute(f"DROP TABLE IF EXISTS {it.rejects}")
+            con.execute(f"DROP TABLE IF EXISTS {it.rejects}_scan")
+        insert(False)
+        _commit_point(con)
     direct_n: dict[int, int] = {}
     for it in items:
         direct_n[it.file_id] = _reader_level_rejects(case, it, tz)
@@ -1037,14 +1089,17 @@ def _load_fast(case: Case, it: _Item, tz: str, get_scan: Any) -> _Counts | None:
     """
     con = case.con
     plan = it.plan
+    positional = _positional_ok(con)
     con.execute(build_insert_sql(plan, read_path=it.read_path, comp=it.comp, rejects=it.rejects,
                                  file_id=it.file_id, tz=tz, parsed=True,
-                                 source=_read_json_source(plan, it.read_path, it.comp, it.file_id)))
+                                 source=_read_json_source(plan, it.read_path, it.comp, it.file_id, positional)))
     scan: Scan = get_scan()
     n = con.execute("SELECT count(*) FROM gateway_requests WHERE file_id = $f", {"f": it.file_id}).fetchall()[0][0]
     if int(n) != scan.lines:
         return None
     _commit_point(con)
+    if positional and not _number_by_position(con, it.file_id):
+        return None  # the caller rolls back what is uncommitted and reloads through the line reader
     bad = [r[0] for r in con.execute(
         "SELECT line_no FROM gateway_requests WHERE file_id = $f AND ts_start IS NULL", {"f": it.file_id}
     ).fetchall()]
@@ -1626,7 +1681,9 @@ def _ingest_one(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], ba
                 if fast_counts is None:
                     if fast:
                         # refused, or blank lines shifted read_json's numbering: redo line by line
+                        # (rows committed at the commit point go too)
                         con.execute("ROLLBACK")
+                        _undo_unfinished(case)
                         con.execute("BEGIN TRANSACTION")
                         rec = _register(case, plan, tz, options, "pending:" + str(path))
                         file_id = fs.file_id = rec.file_id
