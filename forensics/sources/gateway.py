@@ -127,12 +127,14 @@ def _install_macros(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(stmt)
 
 
-def ts_sql(x: str, tz: str, unit: str | None = None, fmt: str | None = None) -> str:
+def ts_sql(x: str, tz: str, unit: str | None = None, fmt: str | None = None, n: str | None = None) -> str:
     """SQL turning the text ``x`` (epoch number in any unit, or RFC 3339) into a UTC TIMESTAMP.
 
     Integers and numeric strings: unit from ``unit`` or by magnitude (s < 1e11 <= ms < 1e14 <= us
     < 1e17 <= ns). Strings with a zone or offset are converted to UTC; zone-less ones are read in
-    ``tz``. ``fmt`` is a strptime format for anything else.
+    ``tz``. ``fmt`` is a strptime format for anything else. ``n``, when given, is SQL of ``x`` as
+    an integer (NULL unless ``x`` is one, without a '.': see :func:`int_sql`), computed once per row
+    by the caller and shared with :func:`precision_sql` and :func:`zoneless_sql`.
 
     Example:
         >>> import duckdb; con = duckdb.connect(); _install_macros(con)
@@ -144,7 +146,8 @@ def ts_sql(x: str, tz: str, unit: str | None = None, fmt: str | None = None) -> 
         if "%z" in fmt or "%Z" in fmt:
             return f"CAST({parsed} AS TIMESTAMP)"
         return _local(parsed, tz)
-    n = f"TRY_CAST({x} AS BIGINT)"
+    is_int = f"{n} IS NOT NULL" if n else f"NOT contains({x}, '.') AND TRY_CAST({x} AS BIGINT) IS NOT NULL"
+    n = n or f"TRY_CAST({x} AS BIGINT)"
     # integer arithmetic only: this runs on every row, and decimal scaling costs several times more
     scale = {"ns": f"{n} // 1000", "us": n, "ms": f"{n} * 1000", "s": f"{n} * 1000000"}
     int_us = scale[unit] if unit else (
@@ -155,7 +158,7 @@ def ts_sql(x: str, tz: str, unit: str | None = None, fmt: str | None = None) -> 
     dec_unit = _lit(unit) if unit else f"gw_unit(TRY_CAST({x} AS DECIMAL(38,9)))"
     return (
         f"CASE WHEN {x} IS NULL THEN NULL "
-        f"WHEN NOT contains({x}, '.') AND {n} IS NOT NULL THEN make_timestamp({int_us}) "
+        f"WHEN {is_int} THEN make_timestamp({int_us}) "
         f"WHEN TRY_CAST({x} AS DECIMAL(38,9)) IS NOT NULL THEN "
         f"make_timestamp(CAST(TRY_CAST({x} AS DECIMAL(38,9)) * gw_us_factor({dec_unit}) AS BIGINT)) "
         f"WHEN gw_has_zone({x}) THEN CAST(TRY_CAST({x} AS TIMESTAMPTZ) AS TIMESTAMP) "
@@ -170,8 +173,19 @@ def _local(naive: str, tz: str) -> str:
     return f"CAST(timezone({_lit(tz)}, {naive}) AS TIMESTAMP)"
 
 
-def precision_sql(x: str, unit: str | None = None, fmt: str | None = None) -> str:
-    """SQL for the resolution of a raw time value: 's', 'ms', 'us' or 'ns'.
+def int_sql(x: str) -> str:
+    """SQL of the text ``x`` as a BIGINT when it is an integer (no '.'), else NULL.
+
+    Example:
+        >>> import duckdb
+        >>> duckdb.sql("SELECT " + int_sql("'17'") + ", " + int_sql("'1.5'")).fetchall()
+        [(17, None)]
+    """
+    return f"CASE WHEN contains({x}, '.') THEN NULL ELSE TRY_CAST({x} AS BIGINT) END"
+
+
+def precision_sql(x: str, unit: str | None = None, fmt: str | None = None, n: str | None = None) -> str:
+    """SQL for the resolution of a raw time value: 's', 'ms', 'us' or 'ns' (``n``: see :func:`ts_sql`).
 
     Example:
         >>> import duckdb; con = duckdb.connect(); _install_macros(con)
@@ -180,12 +194,13 @@ def precision_sql(x: str, unit: str | None = None, fmt: str | None = None) -> st
     """
     if fmt is not None:
         return "'us'" if "%f" in fmt else "'s'"
-    base = _lit(unit) if unit else f"gw_unit(TRY_CAST({x} AS BIGINT))"  # (a cheap integer CASE)
+    is_int = f"{n} IS NOT NULL" if n else f"NOT contains({x}, '.') AND TRY_CAST({x} AS BIGINT) IS NOT NULL"
+    base = _lit(unit) if unit else f"gw_unit({n or f'TRY_CAST({x} AS BIGINT)'})"  # (a cheap integer CASE)
     dec_base = _lit(unit) if unit else f"gw_unit(TRY_CAST({x} AS DECIMAL(38,9)))"
     order = "['s','ms','us','ns']"
     return (
         f"CASE WHEN {x} IS NULL THEN NULL "
-        f"WHEN NOT contains({x}, '.') AND TRY_CAST({x} AS BIGINT) IS NOT NULL THEN {base} "
+        f"WHEN {is_int} THEN {base} "
         f"WHEN TRY_CAST({x} AS DECIMAL(38,9)) IS NOT NULL THEN "
         f"{order}[least(4, list_position({order}, {dec_base}) + "
         f"CAST(ceil(length(split_part({x}, '.', 2)) / 3) AS INTEGER))] "
@@ -193,17 +208,20 @@ def precision_sql(x: str, unit: str | None = None, fmt: str | None = None) -> st
     )
 
 
-def zoneless_sql(x: str) -> str:
+def zoneless_sql(x: str, n: str | None = None) -> str:
     """SQL: true when the raw value is a date-time without zone (so ``tz`` was applied).
+
+    ``n`` (see :func:`ts_sql`) spares the decimal cast and the zone regex for integers.
 
     Example:
         >>> import duckdb; con = duckdb.connect(); _install_macros(con)
         >>> con.sql("SELECT " + zoneless_sql("'2026-09-02 12:00:00'")).fetchall()[0][0]
         True
     """
-    return (
-        f"({x} IS NOT NULL AND TRY_CAST({x} AS DECIMAL(38,9)) IS NULL AND NOT gw_has_zone({x}))"
-    )
+    test = f"({x} IS NOT NULL AND TRY_CAST({x} AS DECIMAL(38,9)) IS NULL AND NOT gw_has_zone({x}))"
+    if n is None:
+        return test
+    return f"(CASE WHEN {n} IS NOT NULL THEN false ELSE {test} END)"
 
 
 # -- containers -----------------------------------------------------------------------------------
@@ -863,17 +881,20 @@ def build_insert_sql(
     cols = spec.columns
     start, end = cols.get("ts_start"), cols.get("ts_end")
 
-    def ts_of(x: str, col: Col | None) -> str:
-        return ts_sql(x, tz, col.unit if col else None, col.format if col else None)
+    # each raw value is cast to an integer once (n_start, n_end), not once per use: epoch numbers
+    # are the common case, and every cast runs on millions of rows
+    def ts_of(x: str, col: Col | None, n: str) -> str:
+        return ts_sql(x, tz, col.unit if col else None, col.format if col else None, n)
 
     def out(n: str) -> str:
         return f"c_{n}" if n in cols else "NULL"
 
     prec = (f"CASE WHEN raw_start IS NOT NULL THEN "
-            f"{precision_sql('raw_start', start.unit if start else None, start.format if start else None)} "
-            f"ELSE {precision_sql('raw_end', end.unit if end else None, end.format if end else None)} END")
+            f"{precision_sql('raw_start', start.unit if start else None, start.format if start else None, 'n_start')} "
+            f"ELSE {precision_sql('raw_end', end.unit if end else None, end.format if end else None, 'n_end')} END")
     fmt = (start.format if start else None) or (end.format if end else None) or ""
-    zone_assumed = (f"CASE WHEN {zoneless_sql('coalesce(raw_start, raw_end)')} "
+    n_raw = "CASE WHEN raw_start IS NOT NULL THEN n_start ELSE n_end END"
+    zone_assumed = (f"CASE WHEN {zoneless_sql('coalesce(raw_start, raw_end)', n_raw)} "
                     f"{'AND false' if '%z' in fmt.lower() else ''} THEN {_lit(tz)} END")
     tokens = "NULL"
     if "prompt_tokens" in cols or "completion_tokens" in cols:
@@ -894,8 +915,9 @@ FROM (
         CASE WHEN keep THEN coalesce(t_s, t_e - to_microseconds(dur_us), t_e) END AS ts_start,
         CASE WHEN keep THEN coalesce(t_e, t_s + to_microseconds(dur_us)) END AS ts_end
     FROM (
-        SELECT *, {ts_of('raw_start', start)} AS t_s, {ts_of('raw_end', end)} AS t_e
-        FROM ({_records_sql(plan, src, tz, parsed)})
+        SELECT *, {ts_of('raw_start', start, 'n_start')} AS t_s, {ts_of('raw_end', end, 'n_end')} AS t_e
+        FROM (SELECT *, {int_sql('raw_start')} AS n_start, {int_sql('raw_end')} AS n_end
+              FROM ({_records_sql(plan, src, tz, parsed)}))
     )
 )
 """
