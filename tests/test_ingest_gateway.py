@@ -485,6 +485,24 @@ def test_line_numbers_of_a_big_file_loaded_in_parallel(tmp_path: Path, shape: st
     case.close()
 
 
+def test_line_numbers_of_batched_small_files(tmp_path: Path) -> None:
+    # small files of one format are loaded by one INSERT and numbered by position, file by file
+    d = tmp_path / "hourly"
+    d.mkdir()
+    for k in range(6):
+        body = b"".join(json.dumps({"RayID": f"f{k}-{i}", "EdgeStartTimestamp": 1788357791482000000 + i,
+                                    "ClientRequestPath": f"/client/v4/accounts/{k}/ai/run/m"}).encode() + b"\n"
+                        for i in range(1, 2001 + 97 * k))
+        (d / f"h{k}.ndjson.gz").write_bytes(gzip.compress(body) if k % 2 else body)
+    case = forensics.open_case(tmp_path / "case.duckdb", threads=2)
+    s = case.ingest_gateway(d, format="cloudflare-http")
+    assert [f.lines_read for f in s.files] == [2000 + 97 * k for k in range(6)]
+    got = case.sql("SELECT count(*) FILTER (WHERE request_id <> 'f' || (e.file_id - 1) || '-' || line_no), count(*) "
+                   "FROM gateway_requests JOIN evidence_files e USING (file_id)").fetchall()
+    assert got == [(0, sum(2000 + 97 * k for k in range(6)))]
+    case.close()
+
+
 def test_source_files_are_not_modified(case: forensics.Case, tmp_path: Path) -> None:
     p = tmp_path / "ro.ndjson"
     shutil.copy(FIX / "cloudflare_http_ns.ndjson", p)

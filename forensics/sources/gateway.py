@@ -997,25 +997,29 @@ def _positional_ok(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(row[0])
 
 
-def _number_by_position(con: duckdb.DuckDBPyConnection, file_id: int) -> bool:
-    """Set ``line_no`` of a file's freshly committed rows from their position; False if unsure.
+def _number_by_position(con: duckdb.DuckDBPyConnection, file_ids: list[int]) -> bool:
+    """Set ``line_no`` of these files' freshly committed rows from their position; False if unsure.
 
     ``row_number() OVER ()`` in the INSERT would number the rows as they are read, but it runs the
     whole statement on one thread. With insertion order preserved, an INSERT appends the rows in
-    source order, so the k-th row of the file sits at ``rowid = first + k - 1``: the same numbers,
-    set by one cheap UPDATE after the commit point (before it, DuckDB would rewrite the new row
-    groups at commit). The rows must be one contiguous block; otherwise (never seen) False, and
-    the caller reloads the file with ``row_number()``.
+    source order (the files of a batch one after the other), so the k-th row of a file sits at
+    ``rowid = first + k - 1``: the same numbers, set by one cheap UPDATE after the commit point
+    (before it, DuckDB would rewrite the new row groups at commit). Each file's rows must be one
+    contiguous block; otherwise (never seen) False, and the caller reloads with ``row_number()``.
     """
-    lo, hi, n = con.execute(
-        "SELECT min(rowid), max(rowid), count(*) FROM gateway_requests WHERE file_id = $f", {"f": file_id}
-    ).fetchall()[0]
-    if not n:
-        return True
-    if int(hi) - int(lo) + 1 != int(n):
+    ids = ", ".join(str(int(i)) for i in file_ids)
+    spans = con.execute(
+        f"SELECT file_id, min(rowid), max(rowid), count(*) FROM gateway_requests "
+        f"WHERE file_id IN ({ids}) GROUP BY file_id"
+    ).fetchall()
+    if any(int(hi) - int(lo) + 1 != int(n) for _, lo, hi, n in spans):
         return False
-    con.execute("UPDATE gateway_requests SET line_no = rowid - $lo + 1 WHERE file_id = $f",
-                {"lo": int(lo), "f": file_id})
+    if spans:
+        con.execute(
+            f"UPDATE gateway_requests g SET line_no = g.rowid - s.lo + 1 "
+            f"FROM (SELECT file_id, min(rowid) AS lo FROM gateway_requests WHERE file_id IN ({ids}) "
+            f"GROUP BY file_id) s WHERE g.file_id = s.file_id"
+        )
     return True
 
 
@@ -1044,9 +1048,8 @@ def _load_files(case: Case, items: list[_Item], tz: str) -> dict[int, _Counts]:
     for it in items:
         con.execute(f"DROP TABLE IF EXISTS {it.rejects}")
         con.execute(f"DROP TABLE IF EXISTS {it.rejects}_scan")
-    # one big file: number its rows by position (a parallel INSERT); a batch of small files keeps
-    # row_number() per file (each branch of the UNION is its own pipeline)
-    positional = len(items) == 1 and not _is_otlp(plan) and _positional_ok(con)
+    # rows numbered by their position once inserted: row_number() would run the INSERT on one thread
+    positional = not _is_otlp(plan) and _positional_ok(con)
 
     def insert(positional: bool) -> None:
         source = " UNION ALL ".join(
@@ -1059,8 +1062,9 @@ def _load_files(case: Case, items: list[_Item], tz: str) -> dict[int, _Counts]:
 
     insert(positional)
     _commit_point(con)
-    if positional and not _number_by_position(con, items[0].file_id):
-        con.execute("DELETE FROM gateway_requests WHERE file_id = $f", {"f": items[0].file_id})
+    ids = [it.file_id for it in items]
+    if positional and not _number_by_position(con, ids):
+        con.execute(f"DELETE FROM gateway_requests WHERE file_id IN ({', '.join(str(i) for i in ids)})")
         for it in items:
             con.execute(f"DROP TABLE IF EXISTS {it.rejects}")
             con.execute(f"DROP TABLE IF EXISTS {it.rejects}_scan")
@@ -1120,7 +1124,7 @@ def _load_fast(case: Case, it: _Item, tz: str, get_scan: Any) -> _Counts | None:
     if int(n) != scan.lines:
         return None
     _commit_point(con)
-    if positional and not _number_by_position(con, it.file_id):
+    if positional and not _number_by_position(con, [it.file_id]):
         return None  # the caller rolls back what is uncommitted and reloads through the line reader
     bad = [r[0] for r in con.execute(
         "SELECT line_no FROM gateway_requests WHERE file_id = $f AND ts_start IS NULL", {"f": it.file_id}
