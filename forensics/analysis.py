@@ -139,6 +139,8 @@ def request_chain(
 ) -> duckdb.DuckDBPyRelation:
     """Each request's chain: gateway record, prefill leg, decode leg, how they matched, evidence.
 
+    Rows come in no particular order (a full export: sort what you keep, e.g. ``.order("ts")``).
+
     Example:
         >>> request_chain("case.duckdb", request_id="req_01J9W").df()   # doctest: +SKIP
     """

@@ -224,6 +224,12 @@ CSV_COLUMNS: dict[str, tuple[str, ...]] = {
     "tenants": ("tenant_id", "n_requests", "n_confirmed", "n_suspected", "first_ts", "last_ts"),
 }
 
+#: Output order of the commands whose query returns rows in no particular order (request_chain is a
+#: full export of millions of rows: the query leaves sorting to the caller, the command sorts).
+CLI_ORDER: dict[str, str] = {
+    "chain": "ts, request_id, evidence, bootstrap_room, prefill_rid, decode_rid",
+}
+
 #: Options every analysis command shows (an error names the ones a command does not take).
 _COMMON_PARAMS = ("limit_tokens", "start", "end", "node")
 
@@ -288,6 +294,8 @@ def _analysis_command(command: str, func_name: str) -> None:
                 click.echo(load_query(name).sql, err=True)
         with open_case(case_path, read_only=True) as case:
             rel = func(case, **kwargs)
+            if command in CLI_ORDER:
+                rel = rel.order(CLI_ORDER[command])
             if fmt == "csv" and command in CSV_COLUMNS:
                 rel = rel.select(*(f'"{col}"' for col in CSV_COLUMNS[command]))
             params = analysis.parameters_used(case, func_name, **kwargs)

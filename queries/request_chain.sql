@@ -20,6 +20,9 @@
 -- match_confidence: 1.0 unique id match, 0.7 id matched several chains (nearest in time taken),
 -- 0.8/0.6 time_tokens (unique/several candidates), 0.5/0.3 time. When one chain matches records of
 -- several layers, only the outermost layer's record is kept.
+-- Rows come in no particular order: this is the full export (one row per request, millions of
+-- rows), and sorting it costs more than building it. Order what you keep (the forensics chain
+-- command sorts by ts, request_id, evidence).
 WITH
 node_roles AS (
     SELECT node, max(role) AS role FROM engine_starts GROUP BY node
@@ -40,7 +43,7 @@ eng AS (
 ),
 pd_chains AS (
     -- PD: every record of one request carries its bootstrap_room, so one integer GROUP BY pairs
-    -- the prefill and the decode leg (a room retried on several prefill legs keeps the last rid)
+    -- the prefill and the decode leg (a room retried on several prefill legs keeps the greatest rid)
     SELECT 'pd' AS engine_mode,
            max(CASE WHEN e.role = 'prefill' THEN e.node END) AS prefill_node,
            max(CASE WHEN e.role = 'prefill' THEN e.rid END) AS prefill_rid,
@@ -166,30 +169,36 @@ chains AS (
     FROM chains0 c
 ),
 gw AS (
-    SELECT g.request_id, g.header_request_id, g.tenant_id, g.ts_start, g.status,
-           g.prompt_tokens, g.tokens_source, g.request_bytes, g.streamed, g.in_band_error,
-           g.layer, g.file_id, g.line_no,
-           CASE g.layer WHEN 'edge' THEN 1 WHEN 'router' THEN 3 ELSE 2 END AS layer_rank,
-           COALESCE(g.header_request_id, g.request_id) AS lid
+    -- the gateway columns matching needs (the others are read once, for the output rows)
+    SELECT g.file_id, g.line_no, g.request_id, g.header_request_id, g.ts_start, g.prompt_tokens,
+           g.request_bytes,
+           CASE g.layer WHEN 'edge' THEN 1 WHEN 'router' THEN 3 ELSE 2 END AS layer_rank
     FROM gateway_requests_unique g
 ),
 gw_shadowed AS (
+    -- only a record below the outermost layer (rank > 1) can be shadowed: probe with those
     SELECT DISTINCT i.file_id, i.line_no
-    FROM gw i JOIN gw o ON o.lid = i.lid AND o.layer_rank < i.layer_rank
+    FROM gw i
+    JOIN gw o
+      ON COALESCE(o.header_request_id, o.request_id) = COALESCE(i.header_request_id, i.request_id)
+     AND o.layer_rank < i.layer_rank
+    WHERE i.layer_rank > 1
 ),
 gw_top AS (
     SELECT g.*
     FROM gw g
-    LEFT JOIN gw_shadowed s ON s.file_id = g.file_id AND s.line_no = g.line_no
-    WHERE s.file_id IS NULL
+    WHERE NOT EXISTS (SELECT 1 FROM gw_shadowed s WHERE s.file_id = g.file_id AND s.line_no = g.line_no)
 ),
 chain_ids AS (
-    SELECT ck_room, ck_seq, ts_engine, header_request_id AS id, 1 AS prio FROM chains WHERE header_request_id IS NOT NULL
-    UNION ALL
-    SELECT ck_room, ck_seq, ts_engine, decode_rid, 2 FROM chains WHERE decode_rid IS NOT NULL
-    UNION ALL
-    SELECT ck_room, ck_seq, ts_engine, prefill_rid, 2 FROM chains
-    WHERE prefill_rid IS NOT NULL AND (decode_rid IS NULL OR prefill_rid <> decode_rid)
+    -- one pass over the chains: their header id (prio 1) and their rids (prio 2)
+    SELECT c.ck_room, c.ck_seq, c.ts_engine, c.other_key,
+           CASE k.n WHEN 1 THEN c.header_request_id WHEN 2 THEN c.decode_rid ELSE c.prefill_rid END AS id,
+           CASE k.n WHEN 1 THEN 1 ELSE 2 END AS prio
+    FROM chains c
+    CROSS JOIN (VALUES (1), (2), (3)) k (n)
+    WHERE CASE k.n WHEN 1 THEN c.header_request_id IS NOT NULL
+                   WHEN 2 THEN c.decode_rid IS NOT NULL
+                   ELSE c.prefill_rid IS NOT NULL AND (c.decode_rid IS NULL OR c.prefill_rid <> c.decode_rid) END
 ),
 gw_ids AS (
     SELECT file_id, line_no, ts_start, request_id AS id FROM gw_top WHERE request_id IS NOT NULL
@@ -198,10 +207,10 @@ gw_ids AS (
     WHERE header_request_id IS NOT NULL AND (request_id IS NULL OR header_request_id <> request_id)
 ),
 id_pairs AS (
-    SELECT g.file_id, g.line_no, c.ck_room, c.ck_seq, min(c.prio) AS prio,
+    SELECT g.file_id, g.line_no, c.ck_room, c.ck_seq, c.other_key, min(c.prio) AS prio,
            min(abs(EXTRACT(EPOCH FROM c.ts_engine) - EXTRACT(EPOCH FROM g.ts_start))) AS dt
     FROM gw_ids g JOIN chain_ids c ON c.id = g.id
-    GROUP BY g.file_id, g.line_no, c.ck_room, c.ck_seq
+    GROUP BY g.file_id, g.line_no, c.ck_room, c.ck_seq, c.other_key
 ),
 id_counted AS (
     SELECT m.*, count(*) OVER (PARTITION BY m.file_id, m.line_no) AS n_cand
@@ -209,14 +218,14 @@ id_counted AS (
 ),
 id_ranked AS (
     -- a record with one candidate takes it; the few with several rank them (the text key last)
-    SELECT m.*, 1 AS rn FROM id_counted m WHERE m.n_cand = 1
+    SELECT m.file_id, m.line_no, m.ck_room, m.ck_seq, m.prio, m.n_cand, 1 AS rn
+    FROM id_counted m WHERE m.n_cand = 1
     UNION ALL
-    SELECT m.file_id, m.line_no, m.ck_room, m.ck_seq, m.prio, m.dt, m.n_cand,
+    SELECT m.file_id, m.line_no, m.ck_room, m.ck_seq, m.prio, m.n_cand,
            ROW_NUMBER() OVER (PARTITION BY m.file_id, m.line_no
                               ORDER BY m.prio, m.dt,
-                                       COALESCE(c.other_key, 'room:' || CAST(c.ck_room AS VARCHAR) || '>pd'))
+                                       COALESCE(m.other_key, 'room:' || CAST(m.ck_room AS VARCHAR) || '>pd'))
     FROM id_counted m
-    JOIN chains c ON c.ck_room = m.ck_room AND c.ck_seq = m.ck_seq
     WHERE m.n_cand > 1
 ),
 gw_free AS (
@@ -263,29 +272,24 @@ matches AS (
                 ELSE CASE WHEN n_cand = 1 THEN 0.5 ELSE 0.3 END END
     FROM time_ranked WHERE rn_g = 1 AND rn_c = 1
 ),
+matches_r AS (
+    SELECT m.*, g.layer_rank
+    FROM matches m
+    JOIN gw_top g ON g.file_id = m.file_id AND g.line_no = m.line_no
+),
+chain_multi AS (
+    -- the few chains matched by several records: keep the outermost layer's
+    SELECT ck_room, ck_seq, min(layer_rank) AS best_rank
+    FROM matches_r
+    GROUP BY ck_room, ck_seq
+    HAVING count(*) > 1
+),
 matches_top AS (
     -- one logical request seen at several layers: keep the outermost layer's record
     SELECT m.*
-    FROM (
-        SELECT m.*, g.layer_rank,
-               min(g.layer_rank) OVER (PARTITION BY m.ck_room, m.ck_seq) AS best_rank
-        FROM matches m
-        JOIN gw_top g ON g.file_id = m.file_id AND g.line_no = m.line_no
-    ) m
-    WHERE m.layer_rank = m.best_rank
-),
-rows0 AS (
-    SELECT m.file_id AS gw_file_id, m.line_no AS gw_line_no, m.ck_room, m.ck_seq, m.match_method,
-           m.match_confidence
-    FROM matches_top m
-    UNION ALL
-    SELECT g.file_id, g.line_no, CAST(NULL AS BIGINT), CAST(NULL AS INTEGER), 'none', CAST(NULL AS DOUBLE)
-    FROM gw_top g
-    WHERE NOT EXISTS (SELECT 1 FROM matches m WHERE m.file_id = g.file_id AND m.line_no = g.line_no)
-    UNION ALL
-    SELECT CAST(NULL AS INTEGER), CAST(NULL AS BIGINT), c.ck_room, c.ck_seq, 'engine_only', CAST(NULL AS DOUBLE)
-    FROM chains c
-    WHERE NOT EXISTS (SELECT 1 FROM matches m WHERE m.ck_room = c.ck_room AND m.ck_seq = c.ck_seq)
+    FROM matches_r m
+    LEFT JOIN chain_multi x ON x.ck_room = m.ck_room AND x.ck_seq = m.ck_seq
+    WHERE x.best_rank IS NULL OR m.layer_rank = x.best_rank
 ),
 rej AS (
     SELECT node, rid, min(ts) AS ts, max(input_tokens) AS input_tokens,
@@ -304,19 +308,32 @@ xfer AS (
       AND bootstrap_room IS NOT NULL AND bootstrap_room <> 0
     GROUP BY bootstrap_room
 ),
-joined AS (
-    SELECT r.*, g.request_id, g.header_request_id AS gw_header_request_id, g.tenant_id, g.layer,
-           g.ts_start, g.status, g.streamed, g.in_band_error, g.prompt_tokens AS gateway_tokens,
-           g.tokens_source,
+rows0 AS (
+    -- every chain, with the gateway record it matched (none: engine_only) ...
+    SELECT m.file_id AS gw_file_id, m.line_no AS gw_line_no, c.ck_room, c.ck_seq,
+           COALESCE(m.match_method, 'engine_only') AS match_method, m.match_confidence,
            c.engine_mode, c.bootstrap_room, c.bootstrap_host, c.header_request_id AS engine_header_request_id,
            c.prefill_node, c.prefill_rid, c.prefill_tokens, c.prefill_ts, c.prefill_finish_type,
            c.prefill_received_ref, c.prefill_finished_ref,
            c.decode_node, c.decode_rid, c.decode_tokens, c.decode_ts, c.decode_finished_ts,
            c.decode_finish_type, c.decode_finish_status_code, c.decode_received_ref, c.decode_finished_ref,
            c.ts_engine, c.engine_stream, c.other_key
+    FROM chains c
+    LEFT JOIN matches_top m ON m.ck_room = c.ck_room AND m.ck_seq = c.ck_seq
+    UNION ALL
+    -- ... and every gateway record that matched no chain
+    SELECT g.file_id, g.line_no, NULL, NULL, 'none', CAST(NULL AS DOUBLE),
+           NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+           NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+    FROM gw_top g
+    WHERE NOT EXISTS (SELECT 1 FROM matches m WHERE m.file_id = g.file_id AND m.line_no = g.line_no)
+),
+joined AS (
+    SELECT r.*, g.request_id, g.header_request_id AS gw_header_request_id, g.tenant_id, g.layer,
+           g.ts_start, g.status, g.streamed, g.in_band_error, g.prompt_tokens AS gateway_tokens,
+           g.tokens_source
     FROM rows0 r
-    LEFT JOIN gw_top g ON g.file_id = r.gw_file_id AND g.line_no = r.gw_line_no
-    LEFT JOIN chains c ON c.ck_room = r.ck_room AND c.ck_seq = r.ck_seq
+    LEFT JOIN gateway_requests_unique g ON g.file_id = r.gw_file_id AND g.line_no = r.gw_line_no
 ),
 filtered AS (
     SELECT j.*, COALESCE(j.ts_start, j.ts_engine) AS ts
@@ -395,7 +412,3 @@ LEFT JOIN evidence_paths epf ON epf.file_id = f.pf_file
 LEFT JOIN evidence_paths edr ON edr.file_id = f.dr_file
 LEFT JOIN evidence_paths edf ON edf.file_id = f.df_file
 LEFT JOIN evidence_paths ex ON ex.file_id = f.x_file
--- a gateway record is on one row at most, so the chain's text key only orders engine-only rows
-ORDER BY f.ts, f.request_id, f.gw_file_id, f.gw_line_no,
-         CASE WHEN f.gw_file_id IS NULL
-              THEN COALESCE(f.other_key, 'room:' || CAST(f.ck_room AS VARCHAR) || '>pd') END

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from conftest import Synth, fleet, t
 
 import forensics
@@ -62,3 +64,21 @@ def test_sample_leak_chains(sample_case: forensics.Case, sample_truth: dict[str,
         assert (row.prefill_rid, row.decode_rid) == (leak["prefill_rid"], leak["decode_rid"])
         assert row.prefill_tokens == 1 and row.decode_tokens == leak["prompt_tokens"]
     assert df.request_id.dropna().is_unique
+
+
+def test_cli_chain_output_is_sorted(
+    sample_case: forensics.Case, sample_case_path: Path, tmp_path: Path
+) -> None:
+    # the query returns rows in no particular order (a full export); the command sorts them
+    from click.testing import CliRunner
+
+    from forensics.cli import cli
+
+    case = tmp_path / "case.duckdb"
+    case.write_bytes(sample_case_path.read_bytes())
+    out = tmp_path / "chain.csv"
+    res = CliRunner().invoke(cli, ["chain", str(case), "--format", "csv", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    df = pd.read_csv(out)
+    assert len(df) == len(forensics.request_chain(sample_case).df())
+    assert pd.to_datetime(df.ts).is_monotonic_increasing
