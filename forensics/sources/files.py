@@ -227,18 +227,23 @@ def register_file(
     tz: str | None = None,
     options: dict[str, Any] | None = None,
     sha256: str | None = None,
+    complete: bool | None = False,
+    file_id: int | None = None,
 ) -> FileRecord | int:
     """Add an ``evidence_files`` row for ``path``; return the record, or the existing file_id.
 
     A return of ``int`` means the same bytes (sha256) are already in the case: the caller must
-    skip the file and say so.
+    skip the file and say so. ``complete`` is the row's initial flag (NULL marks a load in
+    progress). A caller registering many files may pass ``file_id`` (the next free one, known to
+    it) after checking the sha256 itself: the look-ups are then skipped.
     """
     digest = sha256 or sha256_file(path)
-    existing = find_existing(case, digest)
-    if existing is not None:
-        return existing
-    row = case.con.execute("SELECT coalesce(max(file_id), 0) + 1 FROM evidence_files").fetchall()[0]
-    file_id = int(row[0]) if row else 1
+    if file_id is None:
+        existing = find_existing(case, digest)
+        if existing is not None:
+            return existing
+        row = case.con.execute("SELECT coalesce(max(file_id), 0) + 1 FROM evidence_files").fetchall()[0]
+        file_id = int(row[0]) if row else 1
     size = path.stat().st_size
     comp = compression_of(path)
     case.con.execute(
@@ -247,7 +252,7 @@ def register_file(
             compression, tz, lines_read, rows_loaded, rows_rejected, rows_duplicate, complete,
             warning, ingested_at, toolkit_version, options)
         VALUES ($file_id, $path, $sha, $size, $kind, $format, $layer, $node, $comp, $tz,
-            0, 0, 0, 0, false, NULL, $at, $version, $options)
+            0, 0, 0, 0, $complete, NULL, $at, $version, $options)
         """,
         {
             "file_id": file_id,
@@ -263,6 +268,7 @@ def register_file(
             "at": case.utcnow(),
             "version": __version__,
             "options": json.dumps(options or {}, sort_keys=True, default=str),
+            "complete": complete,
         },
     )
     return FileRecord(file_id=file_id, path=path, sha256=digest, size=size, compression=comp)

@@ -1045,9 +1045,7 @@ def _load_files(case: Case, items: list[_Item], tz: str) -> dict[int, _Counts]:
     """
     con = case.con
     plan = items[0].plan
-    for it in items:
-        con.execute(f"DROP TABLE IF EXISTS {it.rejects}")
-        con.execute(f"DROP TABLE IF EXISTS {it.rejects}_scan")
+    _drop_rejects(con, items)
     # rows numbered by their position once inserted: row_number() would run the INSERT on one thread
     positional = not _is_otlp(plan) and _positional_ok(con)
 
@@ -1065,14 +1063,14 @@ def _load_files(case: Case, items: list[_Item], tz: str) -> dict[int, _Counts]:
     ids = [it.file_id for it in items]
     if positional and not _number_by_position(con, ids):
         con.execute(f"DELETE FROM gateway_requests WHERE file_id IN ({', '.join(str(i) for i in ids)})")
-        for it in items:
-            con.execute(f"DROP TABLE IF EXISTS {it.rejects}")
-            con.execute(f"DROP TABLE IF EXISTS {it.rejects}_scan")
+        _drop_rejects(con, items)
         insert(False)
         _commit_point(con)
     direct_n: dict[int, int] = {}
+    found = _reader_rejects_many(con, items)
     for it in items:
-        direct_n[it.file_id] = _reader_level_rejects(case, it, tz)
+        if found.get(it.file_id):
+            direct_n[it.file_id] = _reader_level_rejects(case, it, tz, found[it.file_id])
     return _finish_load(case, items, direct_n, tz)
 
 
@@ -1099,9 +1097,7 @@ def _finish_load(case: Case, items: list[_Item], direct_n: dict[int, int], tz: s
         con.execute(f"DELETE FROM gateway_requests WHERE file_id IN ({id_list}) AND ts_start IS NULL")
     for fid, n in _flag_duplicates(con, ids).items():
         counts[fid].duplicate = n
-    for it in items:
-        con.execute(f"DROP TABLE IF EXISTS {it.rejects}")
-        con.execute(f"DROP TABLE IF EXISTS {it.rejects}_scan")
+    _drop_rejects(con, items)
     return counts
 
 
@@ -1157,7 +1153,30 @@ def _load_fast(case: Case, it: _Item, tz: str, get_scan: Any) -> _Counts | None:
     return _finish_load(case, [it], {}, tz)[it.file_id]
 
 
-def _reader_level_rejects(case: Case, it: _Item, tz: str) -> int:
+def _drop_rejects(con: duckdb.DuckDBPyConnection, items: list[_Item]) -> None:
+    """Drop the reader-rejects tables of these files (one call for a whole batch)."""
+    con.execute(";".join(f"DROP TABLE IF EXISTS {it.rejects}; DROP TABLE IF EXISTS {it.rejects}_scan"
+                         for it in items))
+
+
+def _reader_rejects_many(con: duckdb.DuckDBPyConnection,
+                         items: list[_Item]) -> dict[int, list[tuple[int, str, str, str]]]:
+    """:func:`_reader_rejects` of every file of a batch, in two statements (not two per file)."""
+    names = ", ".join(_lit(it.rejects) for it in items)
+    present = {r[0] for r in con.execute(
+        f"SELECT table_name FROM duckdb_tables() WHERE table_name IN ({names})").fetchall()}
+    mine = [it for it in items if it.rejects in present]
+    if not mine:
+        return {}
+    counts = con.execute(" UNION ALL ".join(
+        f"SELECT {it.file_id}, count(*) FROM {it.rejects}" for it in mine)).fetchall()
+    have = {int(f) for f, n in counts if n}
+    return {it.file_id: _reader_rejects(con, it.rejects, it.plan.sniff.container == "csv")
+            for it in mine if it.file_id in have}
+
+
+def _reader_level_rejects(case: Case, it: _Item, tz: str,
+                          reader_rejects: list[tuple[int, str, str, str]] | None = None) -> int:
     """Handle the lines DuckDB's reader itself refused; return how many were rejected outright.
 
     Invalid UTF-8 lines are re-read from the source and parsed with U+FFFD in place of the bad
@@ -1166,7 +1185,8 @@ def _reader_level_rejects(case: Case, it: _Item, tz: str) -> int:
     """
     con = case.con
     plan = it.plan
-    reader_rejects = _reader_rejects(con, it.rejects, plan.sniff.container == "csv")
+    if reader_rejects is None:
+        reader_rejects = _reader_rejects(con, it.rejects, plan.sniff.container == "csv")
     if not reader_rejects:
         return 0
     _fix_line_numbers(con, it.file_id, [ln for ln, _, _, _ in reader_rejects])
@@ -1584,12 +1604,13 @@ def _opts(plan: FilePlan, tz: str, options: dict[str, Any]) -> dict[str, Any]:
     return opts
 
 
-def _register(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], sha: str) -> FileRecord:
+def _register(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], sha: str,
+              file_id: int | None = None) -> FileRecord:
     """Add the file's evidence row, marked unfinished (``complete = NULL``) until its counts land."""
     rec = register_file(case, plan.path, kind="gateway", format=plan.spec.name, layer=plan.spec.layer,
-                        tz=plan.spec.tz or tz, options=_opts(plan, tz, options), sha256=sha)
+                        tz=plan.spec.tz or tz, options=_opts(plan, tz, options), sha256=sha, complete=None,
+                        file_id=file_id)
     assert not isinstance(rec, int)  # the sha is new (or pending): never an existing file
-    case.con.execute("UPDATE evidence_files SET complete = NULL WHERE file_id = $f", {"f": rec.file_id})
     return rec
 
 
@@ -1606,12 +1627,16 @@ def _ingest_batch(case: Case, plans: list[FilePlan], tz: str, options: dict[str,
     summaries: list[FileSummary] = []
     todo: list[tuple[FilePlan, FileSummary, str]] = []
     seen: dict[str, str] = {}
-    for plan in plans:
+    shas = [sha256_file(plan.path) for plan in plans]
+    # one look-up for the whole batch (per-file statements cost more than reading small files)
+    known = {str(s): int(f) for s, f in con.execute(
+        "SELECT sha256, min(file_id) FROM evidence_files WHERE list_contains($s, sha256) GROUP BY sha256",
+        {"s": shas}).fetchall()}
+    for plan, sha in zip(plans, shas, strict=True):
         fs = FileSummary(path=str(plan.path), kind="gateway", format=plan.spec.name, layer=plan.spec.layer,
                          size=plan.path.stat().st_size, detected=plan.detected)
         summaries.append(fs)
-        sha = sha256_file(plan.path)
-        existing = _existing_file_id(con, sha)
+        existing = known.get(sha)
         if existing is not None:
             fs.file_id = existing
             fs.skipped = f"already in case as file_id {existing} (same sha256)"
@@ -1625,18 +1650,27 @@ def _ingest_batch(case: Case, plans: list[FilePlan], tz: str, options: dict[str,
     con.execute("BEGIN TRANSACTION")
     try:
         items = []
+        row = con.execute("SELECT coalesce(max(file_id), 0) + 1 FROM evidence_files").fetchall()[0]
+        next_id = int(row[0])
         for plan, fs, sha in todo:
-            rec = _register(case, plan, tz, options, sha)
+            rec = _register(case, plan, tz, options, sha, file_id=next_id)
+            next_id += 1
             fs.file_id = rec.file_id
             items.append(_Item(plan, rec.file_id, str(plan.path), compression_of(plan.path)))
         counts = _load_files(case, items, tz)
+        finished = []
         for _plan, fs, _sha in todo:
             assert fs.file_id is not None
             c = counts[fs.file_id]
             fs.lines_read, fs.rows_rejected, fs.rows_duplicate = c.lines, c.rejected, c.duplicate
             fs.rows_loaded = c.lines - c.rejected - c.duplicate
-            finish_file(case, fs.file_id, lines_read=c.lines, rows_loaded=fs.rows_loaded,
-                        rows_rejected=c.rejected, rows_duplicate=c.duplicate, complete=True)
+            finished.append(f"({fs.file_id}, {c.lines}, {fs.rows_loaded}, {c.rejected}, {c.duplicate})")
+        # the counts of the whole batch in one statement (what finish_file writes, file by file)
+        con.execute(
+            f"UPDATE evidence_files e SET lines_read = v.lr, rows_loaded = v.rl, rows_rejected = v.rr, "
+            f"rows_duplicate = v.rd, complete = true, warning = NULL "
+            f"FROM (VALUES {', '.join(finished)}) v(fid, lr, rl, rr, rd) WHERE e.file_id = v.fid"
+        )
         con.execute("COMMIT")
     except duckdb.Error:
         # e.g. a truncated .gz in the batch: redo these files one by one, where each failure is
