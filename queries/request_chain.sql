@@ -168,25 +168,23 @@ chains AS (
            COALESCE(c.decode_tokens, c.prefill_tokens) AS engine_tokens
     FROM chains0 c
 ),
-gw AS (
+gw_shadowed AS (
+    -- a record that a more outer layer also logged (same logical id); only a record below the
+    -- outermost layer (rank > 1) can be shadowed: probe with those
+    SELECT DISTINCT i.file_id, i.line_no
+    FROM gateway_requests_unique i
+    JOIN gateway_requests_unique o
+      ON COALESCE(o.header_request_id, o.request_id) = COALESCE(i.header_request_id, i.request_id)
+     AND CASE o.layer WHEN 'edge' THEN 1 WHEN 'router' THEN 3 ELSE 2 END
+         < CASE i.layer WHEN 'edge' THEN 1 WHEN 'router' THEN 3 ELSE 2 END
+    WHERE CASE i.layer WHEN 'edge' THEN 1 WHEN 'router' THEN 3 ELSE 2 END > 1
+),
+gw_top AS (
     -- the gateway columns matching needs (the others are read once, for the output rows)
     SELECT g.file_id, g.line_no, g.request_id, g.header_request_id, g.ts_start, g.prompt_tokens,
            g.request_bytes,
            CASE g.layer WHEN 'edge' THEN 1 WHEN 'router' THEN 3 ELSE 2 END AS layer_rank
     FROM gateway_requests_unique g
-),
-gw_shadowed AS (
-    -- only a record below the outermost layer (rank > 1) can be shadowed: probe with those
-    SELECT DISTINCT i.file_id, i.line_no
-    FROM gw i
-    JOIN gw o
-      ON COALESCE(o.header_request_id, o.request_id) = COALESCE(i.header_request_id, i.request_id)
-     AND o.layer_rank < i.layer_rank
-    WHERE i.layer_rank > 1
-),
-gw_top AS (
-    SELECT g.*
-    FROM gw g
     WHERE NOT EXISTS (SELECT 1 FROM gw_shadowed s WHERE s.file_id = g.file_id AND s.line_no = g.line_no)
 ),
 chain_ids AS (
