@@ -93,6 +93,8 @@ class Case:
     ) -> None:
         self.path = str(path)
         self.read_only = read_only
+        #: DuckDB memory limit as configured (a loader may lower it for a while and restore it)
+        self.memory_limit = memory_limit
         #: injectable clock for evidence_files.ingested_at (golden tests pin it)
         self.now = now
         temp_dir: str | None = None

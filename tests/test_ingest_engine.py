@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 
 from forensics.case import Case, open_case
-from forensics.sources.engine import canonical_ranks, node_of_file, resolve_sources
+from forensics.sources.engine import (
+    _ReadState,
+    _to_arrow,
+    canonical_ranks,
+    memory_limit_bytes,
+    node_of_file,
+    resolve_sources,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures" / "engine"
@@ -442,6 +449,71 @@ def test_tiny_segments_give_the_same_rows(fixture: str) -> None:
         return {t: sorted(map(str, case.sql(f"SELECT * EXCLUDE (file_id) FROM {t}").fetchall())) for t in tables}
 
     assert rows(chunk_bytes=100, segment_bytes=100) == rows()
+
+
+@pytest.mark.parametrize(
+    ("chunk", "lines"),
+    [
+        (b"a\nb\n", ["a", "b"]),
+        (b"a\nbc", ["a", "bc"]),  # last line without its newline
+        (b"\n\n", ["", ""]),
+        (b"x", ["x"]),
+        ("caf\u00e9 \u2603\n".encode(), ["caf\u00e9 \u2603"]),
+        (b"a\r\nb\n", ["a", "b"]),  # CRLF: the general path drops the CR
+        (b"a\rb\n", ["a\rb"]),  # a lone CR is content
+        (b"caf\xe9\nok\n", ["caf\ufffd", "ok"]),  # invalid UTF-8: U+FFFD, line kept
+    ],
+)
+def test_line_staging_splits_exactly_at_newlines(chunk: bytes, lines: list[str]) -> None:
+    """Both staging paths (zero-copy slice, numpy general path) give each line without its terminator."""
+    table = _to_arrow(chunk, 7, _ReadState())
+    assert table.column("line").to_pylist() == lines
+    assert table.column("line_no").to_pylist() == list(range(7, 7 + len(lines)))
+
+
+def test_prompt_with_both_quote_kinds_and_fake_fields_is_never_read(tmp_path: Path) -> None:
+    """Regression: the capture-free tokeniser keeps some literals; none may be read as a field."""
+    fake = r"""'it\'s "x": rid=\'fake\', bootstrap_room=1, \'prompt_tokens\': 5, \'id\': \'fake\''"""
+    log = tmp_path / "p.log"
+    log.write_text(
+        f"[2026-09-02 04:51:17] Receive: obj=GenerateReqInput(text={fake}, rid='real', bootstrap_room=42)\n"
+        f"[2026-09-02 04:51:18] Finish: obj=GenerateReqInput(text={fake}, rid='real', bootstrap_room=42), "
+        f"out={{'text': {fake}, 'meta_info': {{'id': 'real', 'finish_reason': {{'type': 'stop'}}, "
+        f"'prompt_tokens': 9, 'completion_tokens': 2}}}}\n",
+        encoding="utf-8",
+    )
+    case = open_case(":memory:")
+    case.ingest_engine([f"n={log}"], tz="UTC")
+    assert case.sql("SELECT kind, rid, bootstrap_room, prompt_tokens, finish_type FROM engine_requests "
+                    "ORDER BY line_no").fetchall() == [("received", "real", 42, None, None),
+                                                       ("finished", "real", 42, 9, "stop")]
+
+
+def test_memory_limit_is_restored_after_engine_ingest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loader lowers DuckDB's limit by its own staging while it runs, and only then."""
+    from forensics.sources import engine
+
+    case = open_case(":memory:", memory_limit="2GB")
+    before = memory_limit_bytes(case.con)
+    seen: list[int | None] = []
+    real = engine._ingest_one
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(memory_limit_bytes(case.con))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "_ingest_one", spy)
+    case.ingest_engine([FIX / "v0_4"], tz="UTC")
+    assert seen and all(s is not None and before is not None and s < before for s in seen)
+    assert memory_limit_bytes(case.con) == before
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("mid-ingest failure")
+
+    monkeypatch.setattr(engine, "_ingest_one", boom)
+    with pytest.raises(RuntimeError):
+        case.ingest_engine([FIX / "v0_5_2"], tz="UTC")
+    assert memory_limit_bytes(case.con) == before
 
 
 def test_unknown_timezone_is_refused() -> None:

@@ -673,10 +673,12 @@ def _reserve_staging_memory(case: Case, segment_bytes: int) -> Callable[[], None
     reserve = 3 * segment_bytes
     if limit is None or limit < 2 * reserve:
         return lambda: None
+    # DuckDB reports its limit rounded down to one decimal (1.8 GiB); restore the configured text.
+    original = getattr(case, "memory_limit", None) or f"{limit}b"
     con.execute(f"SET memory_limit = '{limit - reserve}b'")
 
     def restore() -> None:
-        con.execute(f"SET memory_limit = '{limit}b'")
+        con.execute(f"SET memory_limit = '{original}'")
 
     return restore
 
