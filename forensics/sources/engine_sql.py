@@ -75,6 +75,12 @@ SECRET_RE = (
     r"""authorization|cookie|x-api-key)['"]?(?:=|: ?))(?:""" + LIT + r"""|[^,)}\s]*)"""
 )
 
+#: Every word REDACT_RE or SECRET_RE needs: a capture-free check (one DFA pass) before them.
+REDACT_GUARD_RE = (
+    r"text|input_ids|output_ids|input_embeds|prompt|messages|content|request_parameters|api_key|api-key|"
+    r"hf_token|access_token|auth_token|password|secret|authorization|cookie"
+)
+
 # -- SQL ------------------------------------------------------------------------------------------
 
 MACROS = r"""
@@ -83,21 +89,24 @@ CREATE OR REPLACE TEMP MACRO _eng_unq(x) AS
          WHEN length(x) >= 2 AND ((starts_with(x, '''') AND suffix(x, ''''))
                                   OR (starts_with(x, '"') AND suffix(x, '"'))) THEN x[2:-2]
          ELSE trim(x) END;
--- s: a record's field tokens, each behind chr(1) (REQ_TEXT); the value of the first / last token
--- starting with key (a repr never holds a raw control character, so chr(1) cannot occur inside).
-CREATE OR REPLACE TEMP MACRO _eng_kv_raw(s, key) AS
+-- s: a record's field tokens, each behind chr(1) (REQ_TEXT); the raw value of the first / last
+-- token starting with key (a repr never holds a raw control character, so chr(1) cannot occur
+-- inside a token).
+CREATE OR REPLACE TEMP MACRO _eng_kv_first(s, key) AS
     CASE WHEN contains(s, chr(1) || key) THEN split_part(split_part(s, chr(1) || key, 2), chr(1), 1) END;
-CREATE OR REPLACE TEMP MACRO _eng_kvf(s, key) AS _eng_unq(_eng_kv_raw(s, key));
-CREATE OR REPLACE TEMP MACRO _eng_kvl(s, key) AS
-    _eng_unq(CASE WHEN contains(s, chr(1) || key) THEN split_part(split_part(s, chr(1) || key, -1), chr(1), 1) END);
+CREATE OR REPLACE TEMP MACRO _eng_kv_last(s, key) AS
+    CASE WHEN contains(s, chr(1) || key) THEN split_part(split_part(s, chr(1) || key, -1), chr(1), 1) END;
+-- Both regexes need one of the guard's words: text without any of them (most) skips them.
 CREATE OR REPLACE TEMP MACRO _eng_redact(x) AS
-    regexp_replace(regexp_replace(x, '__REDACT__', '\1<redacted>', 'g'), '__SECRET__', '\1<redacted>', 'g');
+    CASE WHEN regexp_matches(x, '__GUARD__')
+         THEN regexp_replace(regexp_replace(x, '__REDACT__', '\1<redacted>', 'g'), '__SECRET__', '\1<redacted>', 'g')
+         ELSE x END;
 CREATE OR REPLACE TEMP MACRO _eng_cap(x) AS CASE WHEN strlen(x) > 1024 THEN left(x, 1024) ELSE x END;
 CREATE OR REPLACE TEMP MACRO _eng_int(x) AS try_cast(x AS BIGINT);
 CREATE OR REPLACE TEMP MACRO _eng_health(rid, room, host) AS
     coalesce(starts_with(rid, 'HEALTH_CHECK'), false) OR coalesce(room = 0, false)
     OR coalesce(host = '2.2.2.2', false);
-""".replace("__REDACT__", REDACT_RE.replace("'", "''")).replace("__SECRET__", SECRET_RE.replace("'", "''"))
+""".replace("__GUARD__", REDACT_GUARD_RE).replace("__REDACT__", REDACT_RE.replace("'", "''")).replace("__SECRET__", SECRET_RE.replace("'", "''"))
 
 #: Ordered classification of a line's message. First match wins; request records come first so
 #: that a Finish line quoting a rejection message is still a request record.
@@ -172,12 +181,27 @@ COMMON_PREFIX_RE = (
     r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?((?: [A-Z][A-Z_]*\d+)*)\] ?)"
 )
 
+#: A request record's field tokens: the tokeniser's matches minus the bare literals (a prompt, a
+#: dict key), each behind chr(1); a match starting with a quote is a ``'name': value`` field.
+REQ_TOKENS = (
+    "chr(1) || array_to_string(list_filter(regexp_extract_all(msg, '" + REQ_TOKEN_RE.replace("'", "''") + "'), "
+    """lambda x: NOT starts_with(x, '"') AND (NOT starts_with(x, '''') OR contains(left(x, 24), ''': '))), chr(1))"""
+)
+
 #: Stage 1: split every line into prefix parts and message, classify, compute UTC time.
 #: ``_eng_tz(t)`` (defined per ingest) converts a naive local TIMESTAMP to naive UTC.
 #: Each line is matched once with COMMON_PREFIX_RE; only lines it does not match take the full
 #: PREFIX_RE (a CASE branch runs on its rows only).
 STAGE = r"""
 CREATE OR REPLACE TEMP TABLE _eng_cls AS
+SELECT line_no, pre,
+       -- a request record keeps only its field tokens (no prompt text, far less to store); the
+       -- tokeniser runs here, where the Arrow scan is parallel (a segment of 2 KB request
+       -- lines is less than one row group of _eng_cls, so a later statement ran on one thread)
+       CASE WHEN cls IN ('req_received', 'req_finished') THEN NULL ELSE msg END AS msg,
+       ets, rts, rlevel, cls, ranks, ts, collector_ts, ts_inferred, attached_to_line,
+       CASE WHEN cls IN ('req_received', 'req_finished') THEN __REQTOKENS__ END AS req_tokens
+FROM (
 SELECT line_no, pre, msg, ets, rts, rlevel,
        __CLASSIFY__ AS cls,
        nullif(ltrim(ranks_raw), '') AS ranks,
@@ -218,7 +242,8 @@ FROM (
     )
   )
 )
-""".replace("__PREFIX__", PREFIX_RE.replace("'", "''")).replace(
+)
+""".replace("__REQTOKENS__", REQ_TOKENS).replace("__PREFIX__", PREFIX_RE.replace("'", "''")).replace(
     "__GROUPS__", "[" + ", ".join(f"'{g}'" for g in PREFIX_GROUPS) + "]"
 ).replace("__COMMON__", COMMON_PREFIX_RE.replace("'", "''")).replace("__CLASSIFY__", CLASSIFY)
 
@@ -305,51 +330,59 @@ FROM (SELECT line_no, ts, ts_inferred,
 #: Receive:/Finish: text records, fields taken by key through the tokeniser (never by position):
 #: the tokens that are fields (not bare literals) are joined behind chr(1) separators, then each
 #: field is the first (``name=``, the request object's own) or last (``'name': ``, the innermost
-#: meta_info) token of its name.
+#: meta_info) token of its name. Each layer reads the one below by column: a macro applied to an
+#: expression copies the expression into every use (``_eng_unq`` uses its argument six times),
+#: which multiplied the string work and took 84 ms just to plan, per segment.
 REQ_TEXT = r"""
 INSERT INTO engine_requests
 SELECT $node, ts, ts_inferred, kind, rid, host, try_cast(port AS INTEGER), try_cast(room AS BIGINT),
        CASE lower(stream) WHEN 'true' THEN true WHEN 'false' THEN false END,
        coalesce(hmap['x-request-id'], hmap['x-correlation-id'], hmap['x-trace-id'], hmap['request-id']),
-       CASE WHEN hmap IS NULL THEN NULL ELSE _eng_redact(to_json(hmap)::VARCHAR) END,
-       _eng_int(_eng_kvl(s, '''prompt_tokens'': ')), _eng_int(_eng_kvl(s, '''completion_tokens'': ')),
-       _eng_int(_eng_kvl(s, '''cached_tokens'': ')),
+       _eng_redact(hjson),
+       _eng_int(_eng_unq(r_pt)), _eng_int(_eng_unq(r_ct)), _eng_int(_eng_unq(r_cached)),
        ftype,
-       CASE WHEN ftype = 'length' THEN _eng_int(_eng_kvl(s, '''length'': ')) END,
-       CASE WHEN ftype = 'abort' THEN try_cast(_eng_kvl(s, '''status_code'': ') AS INTEGER) END,
-       CASE WHEN ftype = 'abort' THEN _eng_cap(_eng_kvl(s, '''message'': ')) END,
-       try_cast(_eng_kvl(s, '''e2e_latency'': ') AS DOUBLE),
+       CASE WHEN ftype = 'length' THEN _eng_int(_eng_unq(r_len)) END,
+       CASE WHEN ftype = 'abort' THEN try_cast(_eng_unq(r_status) AS INTEGER) END,
+       CASE WHEN ftype = 'abort' THEN _eng_cap(_eng_unq(r_msg)) END,
+       try_cast(_eng_unq(r_lat) AS DOUBLE),
        NULL, NULL, NULL,
        _eng_health(rid, try_cast(room AS BIGINT), host),
        $file_id, line_no
+FROM (
+SELECT *, to_json(hmap)::VARCHAR AS hjson
 FROM (
     SELECT *,
            CASE WHEN hv IS NOT NULL AND len(hp) > 0 AND len(list_distinct(list_transform(hp, lambda x: lower(coalesce(nullif(x.k, ''), x.k_))))) = len(hp)
                 THEN map(list_transform(hp, lambda x: lower(coalesce(nullif(x.k, ''), x.k_))), list_transform(hp, lambda x: _eng_unq(x.v))) END AS hmap
     FROM (
         SELECT *,
-               CASE WHEN kind = 'finished' THEN _eng_kvl(s, '''type'': ') END AS ftype,
-               coalesce(_eng_kvf(s, 'rid='), _eng_kvl(s, '''id'': ')) AS rid,
-               _eng_kvf(s, 'bootstrap_host=') AS host,
-               _eng_kvf(s, 'bootstrap_port=') AS port,
-               _eng_kvf(s, 'bootstrap_room=') AS room,
-               _eng_kvf(s, 'stream=') AS stream,
-               _eng_kv_raw(s, 'headers=') AS hv,
-               regexp_extract_all(coalesce(_eng_kv_raw(s, 'headers='), ''),
+               CASE WHEN kind = 'finished' THEN _eng_unq(r_type) END AS ftype,
+               coalesce(_eng_unq(r_rid), _eng_unq(r_id)) AS rid,
+               _eng_unq(r_host) AS host, _eng_unq(r_port) AS port, _eng_unq(r_room) AS room,
+               _eng_unq(r_stream) AS stream,
+               regexp_extract_all(coalesce(hv, ''),
                    '[{,] ?(?:''([^'']+)''|"([^"]+)"): (__LIT__)', ['k', 'k_', 'v']) AS hp
         FROM (
-            SELECT line_no, ts, ts_inferred,
-                   CASE cls WHEN 'req_received' THEN 'received' ELSE 'finished' END AS kind,
-                   -- bare literals (a prompt, a dict key) are dropped; a field token starting
-                   -- with a quote is a 'name': value pair
-                   chr(1) || array_to_string(list_filter(regexp_extract_all(msg, '__REQTOKEN__'),
-                       lambda x: NOT starts_with(x, '"')
-                                 AND (NOT starts_with(x, '''') OR contains(left(x, 24), ''': '))), chr(1)) AS s
-            FROM _eng_cls WHERE cls IN ('req_received', 'req_finished')
+            SELECT line_no, ts, ts_inferred, kind,
+                   _eng_kv_first(s, 'rid=') AS r_rid, _eng_kv_last(s, '''id'': ') AS r_id,
+                   _eng_kv_first(s, 'bootstrap_host=') AS r_host, _eng_kv_first(s, 'bootstrap_port=') AS r_port,
+                   _eng_kv_first(s, 'bootstrap_room=') AS r_room, _eng_kv_first(s, 'stream=') AS r_stream,
+                   _eng_kv_first(s, 'headers=') AS hv,
+                   _eng_kv_last(s, '''prompt_tokens'': ') AS r_pt, _eng_kv_last(s, '''completion_tokens'': ') AS r_ct,
+                   _eng_kv_last(s, '''cached_tokens'': ') AS r_cached, _eng_kv_last(s, '''type'': ') AS r_type,
+                   _eng_kv_last(s, '''length'': ') AS r_len, _eng_kv_last(s, '''status_code'': ') AS r_status,
+                   _eng_kv_last(s, '''message'': ') AS r_msg, _eng_kv_last(s, '''e2e_latency'': ') AS r_lat
+            FROM (
+                SELECT line_no, ts, ts_inferred,
+                       CASE cls WHEN 'req_received' THEN 'received' ELSE 'finished' END AS kind,
+                       req_tokens AS s
+                FROM _eng_cls WHERE cls IN ('req_received', 'req_finished')
+            )
         )
     )
 )
-""".replace("__REQTOKEN__", REQ_TOKEN_RE.replace("'", "''")).replace("__LIT__", LIT.replace("'", "''"))
+)
+""".replace("__LIT__", LIT.replace("'", "''"))
 
 #: JSON request records (``--log-requests-format json``): one parse per line via the list form.
 REQ_JSON = r"""
