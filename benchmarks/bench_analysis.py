@@ -63,7 +63,7 @@ def measure(
 
     kwargs: dict[str, Any] = {"threads": threads}
     if memory_limit is not None:
-        kwargs["memory_limit"] = memory_limit
+        kwargs["query_memory_limit"] = memory_limit
     case = forensics.open_case(case_path, read_only=True, **kwargs)
     try:
         sizes = {
@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--skip", action="append", default=[], metavar="QUERY", help="Leave a query out.")
-    parser.add_argument("--memory-limit", default=None, help="DuckDB memory limit (default: the toolkit's).")
+    parser.add_argument("--memory-limit", default=None,
+                        help="DuckDB memory limit of the queries (default: the toolkit's query limit).")
     parser.add_argument("--json", action="store_true", help="Print the figures as JSON.")
     args = parser.parse_args(argv)
     if args.case is None and args.generate is None:

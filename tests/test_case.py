@@ -100,3 +100,38 @@ def test_a_case_of_another_schema_version_is_refused_clearly(tmp_path: Path) -> 
         case.sql("UPDATE schema_info SET value = '0' WHERE key = 'schema_version'")
     with pytest.raises(CaseError, match="schema version 0"):
         open_case(p)
+
+
+def _limit(case: forensics.Case) -> str:
+    return str(case.sql("SELECT current_setting('memory_limit')").fetchall()[0][0])
+
+
+@pytest.mark.parametrize(
+    ("load", "query", "reserve", "during", "after"),
+    [
+        ("512MiB", "2GiB", 0, "512.0 MiB", "2.0 GiB"),
+        ("512MiB", "2GiB", 64 << 20, "448.0 MiB", "2.0 GiB"),
+        ("512MiB", "1GiB", 300 << 20, "512.0 MiB", "1.0 GiB"),  # a reserve over half the budget is ignored
+    ],
+)
+def test_loads_run_under_the_load_budget_and_queries_under_the_query_limit(
+    load: str, query: str, reserve: int, during: str, after: str
+) -> None:
+    case = open_case(":memory:", memory_limit=load, query_memory_limit=query)
+    assert _limit(case) == after
+    with case.loading(reserve_bytes=reserve):
+        assert _limit(case) == during
+    assert _limit(case) == after
+    with pytest.raises(RuntimeError), case.loading():
+        raise RuntimeError("a loader failed")
+    assert _limit(case) == after
+
+
+def test_gateway_ingest_runs_under_the_load_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    from forensics.sources import gateway
+
+    seen: list[str] = []
+    case = open_case(":memory:", memory_limit="512MiB", query_memory_limit="2GiB")
+    monkeypatch.setattr(gateway, "ingest_gateway", lambda c, *a, **k: seen.append(_limit(c)))
+    case.ingest_gateway([])
+    assert seen == ["512.0 MiB"] and _limit(case) == "2.0 GiB"

@@ -670,9 +670,6 @@ def _infer_roles(case: Case, node: str) -> None:
     )
 
 
-_UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
-
-
 def memory_limit_bytes(con: duckdb.DuckDBPyConnection) -> int | None:
     """DuckDB's current memory limit in bytes (None if it cannot be read).
 
@@ -681,31 +678,10 @@ def memory_limit_bytes(con: duckdb.DuckDBPyConnection) -> int | None:
         >>> memory_limit_bytes(con)
         536870912
     """
+    from forensics.case import _parse_size
+
     row = con.execute("SELECT current_setting('memory_limit')").fetchone()
-    m = re.fullmatch(r"([\d.]+) ?(bytes|KiB|MiB|GiB|TiB)", str(row[0]).strip()) if row else None
-    return int(float(m.group(1)) * _UNITS[m.group(2)]) if m else None
-
-
-def _reserve_staging_memory(case: Case, segment_bytes: int) -> Callable[[], None]:
-    """Lower DuckDB's memory limit by the loader's own staging for the ingest; return the undo.
-
-    The Arrow segment, the block being split and its sliced copy live in Python, outside
-    DuckDB's accounting: without this the process peaked 5 % over the 1 GiB budget at 10 M
-    lines (DuckDB's buffer pool filled its whole limit while a segment was staged).
-    """
-    con = case.con
-    limit = memory_limit_bytes(con)
-    reserve = 3 * segment_bytes
-    if limit is None or limit < 2 * reserve:
-        return lambda: None
-    # DuckDB reports its limit rounded down to one decimal (1.8 GiB); restore the configured text.
-    original = getattr(case, "memory_limit", None) or f"{limit}b"
-    con.execute(f"SET memory_limit = '{limit - reserve}b'")
-
-    def restore() -> None:
-        con.execute(f"SET memory_limit = '{original}'")
-
-    return restore
+    return _parse_size(str(row[0])) if row else None
 
 
 # -- entry point ---------------------------------------------------------------------------------
@@ -741,13 +717,15 @@ def ingest_engine(
     samples: list[str] = []
     touched: set[str] = set()
     total_bytes = sum(s.path.stat().st_size for s in sources)
-    # Hash the files ahead of the loader in a thread: hashlib releases the GIL, so the next
+    # The Arrow segment, the block being split and its sliced copy live in Python, outside
+    # DuckDB's accounting: DuckDB's limit is lowered by them while the loader runs (without it the
+    # process peaked 5 % over 1 GiB at 10 M lines: DuckDB filled its pool while a segment was staged).
+    # Files are hashed ahead of the loader in a thread: hashlib releases the GIL, so the next
     # file's sha256 (needed first, for the idempotency check) is computed while DuckDB works.
     pool = ThreadPoolExecutor(max_workers=1)
-    restore_limit = _reserve_staging_memory(case, segment_bytes)
     try:
-        digests = [pool.submit(sha256_file, s.path) for s in sources]
-        with progress_bar(quiet, total_bytes, "engine") as bar:
+        with case.loading(reserve_bytes=3 * segment_bytes), progress_bar(quiet, total_bytes, "engine") as bar:
+            digests = [pool.submit(sha256_file, s.path) for s in sources]
             for src, digest in zip(sources, digests, strict=True):
                 if bar is not None:
                     bar.update(bar.task_ids[0], file=src.path.name)
@@ -759,7 +737,6 @@ def ingest_engine(
                     bar.update(bar.task_ids[0], advance=src.path.stat().st_size)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        restore_limit()
     starts = rebuild_starts(case, touched)
     case.con.execute("DROP TABLE IF EXISTS _eng_cls")
     summary.elapsed_s = time.perf_counter() - t0
