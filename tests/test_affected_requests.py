@@ -176,9 +176,8 @@ def test_sample_rows_match_truth(sample_case: forensics.Case, sample_truth: dict
         assert row.status == leak["status"]
         assert row.admission_limit == sample_truth["admission_limit"]
         assert f"rejection={leak['rejection_file']}:{leak['rejection_line']}" in row.evidence
-        # CSV sources are referenced by record number (header excluded), text files by line
-        line = leak["gateway_line"] - (1 if leak["gateway_file"].endswith(".csv") else 0)
-        assert f"gateway={leak['gateway_file']}:{line}" in row.evidence
+        # every source, CSV included, is referenced by the physical line a responder opens
+        assert f"gateway={leak['gateway_file']}:{leak['gateway_line']}" in row.evidence
 
 
 def test_sample_no_trap_flagged(sample_case: forensics.Case, sample_truth: dict[str, Any]) -> None:

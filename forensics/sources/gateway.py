@@ -23,6 +23,8 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import json
 import os
 import re
@@ -30,7 +32,7 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -557,10 +559,12 @@ def _source_sql(plan: FilePlan, read_path: str, comp: str, rejects: str, positio
     readers, reader-level rejects land in the table ``rejects``. With ``positional`` (one row per
     record, in order: everything but OTLP), ``rn`` is a placeholder 0 and the caller numbers the
     rows by their position once inserted (:func:`_number_by_position`): ``row_number() OVER ()``
-    runs the whole INSERT on one thread.
+    runs the whole INSERT on one thread. CSV records are numbered from 2 (the header is line 1).
     """
     c = plan.sniff.container
     rn = "0::BIGINT" if positional and not _is_otlp(plan) else "row_number() OVER ()"
+    if c == "csv" and not positional:
+        rn += " + 1"  # the header is line 1: records start at line 2 (see _csv_physical_lines)
     if _is_otlp(plan):
         if c == "ndjson":
             docs = f"SELECT row_number() OVER () AS rn, line FROM {_lines_reader(read_path, comp, rejects)}"
@@ -963,6 +967,7 @@ class _Counts:
     lines: int = 0
     rejected: int = 0
     duplicate: int = 0
+    warning: str | None = None
 
 
 @dataclass
@@ -973,6 +978,9 @@ class _Item:
     file_id: int
     read_path: str
     comp: str
+    #: the physical line count of the file read (CSV: tells whether records span lines), when
+    #: already known (counted beside the load); else counted when needed
+    lines: Callable[[], int] | None = None
 
     @property
     def rejects(self) -> str:
@@ -997,15 +1005,16 @@ def _positional_ok(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(row[0])
 
 
-def _number_by_position(con: duckdb.DuckDBPyConnection, file_ids: list[int]) -> bool:
+def _number_by_position(con: duckdb.DuckDBPyConnection, file_ids: list[int], first: int = 1) -> bool:
     """Set ``line_no`` of these files' freshly committed rows from their position; False if unsure.
 
     ``row_number() OVER ()`` in the INSERT would number the rows as they are read, but it runs the
     whole statement on one thread. With insertion order preserved, an INSERT appends the rows in
     source order (the files of a batch one after the other), so the k-th row of a file sits at
-    ``rowid = first + k - 1``: the same numbers, set by one cheap UPDATE after the commit point
+    ``rowid = lo + k - 1``: the same numbers, set by one cheap UPDATE after the commit point
     (before it, DuckDB would rewrite the new row groups at commit). Each file's rows must be one
     contiguous block; otherwise (never seen) False, and the caller reloads with ``row_number()``.
+    ``first`` is the number of a file's first row: 2 for CSV, whose header is line 1.
     """
     ids = ", ".join(str(int(i)) for i in file_ids)
     spans = con.execute(
@@ -1016,7 +1025,7 @@ def _number_by_position(con: duckdb.DuckDBPyConnection, file_ids: list[int]) -> 
         return False
     if spans:
         con.execute(
-            f"UPDATE gateway_requests g SET line_no = g.rowid - s.lo + 1 "
+            f"UPDATE gateway_requests g SET line_no = g.rowid - s.lo + {int(first)} "
             f"FROM (SELECT file_id, min(rowid) AS lo FROM gateway_requests WHERE file_id IN ({ids}) "
             f"GROUP BY file_id) s WHERE g.file_id = s.file_id"
         )
@@ -1061,7 +1070,8 @@ def _load_files(case: Case, items: list[_Item], tz: str) -> dict[int, _Counts]:
     insert(positional)
     _commit_point(con)
     ids = [it.file_id for it in items]
-    if positional and not _number_by_position(con, ids):
+    is_csv = plan.sniff.container == "csv"
+    if positional and not _number_by_position(con, ids, first=2 if is_csv else 1):
         con.execute(f"DELETE FROM gateway_requests WHERE file_id IN ({', '.join(str(i) for i in ids)})")
         _drop_rejects(con, items)
         insert(False)
@@ -1071,7 +1081,12 @@ def _load_files(case: Case, items: list[_Item], tz: str) -> dict[int, _Counts]:
     for it in items:
         if found.get(it.file_id):
             direct_n[it.file_id] = _reader_level_rejects(case, it, tz, found[it.file_id])
-    return _finish_load(case, items, direct_n, tz)
+    warnings = {it.file_id: _csv_physical_lines(con, it, [ln for ln, _, _, _ in found.get(it.file_id, [])])
+                for it in items if is_csv}
+    counts = _finish_load(case, items, direct_n, tz)
+    for fid, warning in warnings.items():
+        counts[fid].warning = warning
+    return counts
 
 
 def _finish_load(case: Case, items: list[_Item], direct_n: dict[int, int], tz: str) -> dict[int, _Counts]:
@@ -1171,8 +1186,7 @@ def _reader_rejects_many(con: duckdb.DuckDBPyConnection,
     counts = con.execute(" UNION ALL ".join(
         f"SELECT {it.file_id}, count(*) FROM {it.rejects}" for it in mine)).fetchall()
     have = {int(f) for f, n in counts if n}
-    return {it.file_id: _reader_rejects(con, it.rejects, it.plan.sniff.container == "csv")
-            for it in mine if it.file_id in have}
+    return {it.file_id: _reader_rejects(con, it.rejects) for it in mine if it.file_id in have}
 
 
 def _reader_level_rejects(case: Case, it: _Item, tz: str,
@@ -1186,7 +1200,7 @@ def _reader_level_rejects(case: Case, it: _Item, tz: str,
     con = case.con
     plan = it.plan
     if reader_rejects is None:
-        reader_rejects = _reader_rejects(con, it.rejects, plan.sniff.container == "csv")
+        reader_rejects = _reader_rejects(con, it.rejects)
     if not reader_rejects:
         return 0
     _fix_line_numbers(con, it.file_id, [ln for ln, _, _, _ in reader_rejects])
@@ -1211,12 +1225,16 @@ def _reader_level_rejects(case: Case, it: _Item, tz: str,
     return len(direct)
 
 
-def _load_file(case: Case, plan: FilePlan, file_id: int, tz: str, read_path: str, comp: str) -> _Counts:
-    return _load_files(case, [_Item(plan, file_id, read_path, comp)], tz)[file_id]
+def _load_file(case: Case, plan: FilePlan, file_id: int, tz: str, read_path: str, comp: str,
+               lines: Callable[[], int] | None = None) -> _Counts:
+    return _load_files(case, [_Item(plan, file_id, read_path, comp, lines)], tz)[file_id]
 
 
-def _reader_rejects(con: duckdb.DuckDBPyConnection, table: str, csv: bool) -> list[tuple[int, str, str, str]]:
+def _reader_rejects(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[int, str, str, str]]:
     # Inside a transaction any failed statement aborts it: look the table up, never try-and-catch.
+    # ``line`` counts what the reader split the file into: physical lines for the line reader; for
+    # read_csv the header, each record and each blank line (a record with a quoted newline is one),
+    # the physical line unless an earlier record spans lines (see _csv_physical_lines).
     row = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = $t", {"t": table}).fetchall()[0]
     if not row or not row[0]:
         return []
@@ -1225,7 +1243,6 @@ def _reader_rejects(con: duckdb.DuckDBPyConnection, table: str, csv: bool) -> li
         f"FROM {table} GROUP BY line ORDER BY line"
     ).fetchall()
     out = []
-    scan_is_csv = csv
     for line, etype, csv_line, message in rows:
         reason = {
             "INVALID ENCODING": "invalid UTF-8 (raw bytes kept)",
@@ -1234,15 +1251,14 @@ def _reader_rejects(con: duckdb.DuckDBPyConnection, table: str, csv: bool) -> li
             "MISSING COLUMNS": "CSV row has too few fields",
             "UNQUOTED VALUE": "CSV quoting error",
         }.get(str(etype), f"unreadable line ({etype}: {message})")
-        # CSV readers count the header line; canonical numbers of CSV records exclude it
-        ln = int(line) - 1 if scan_is_csv else int(line)
-        out.append((ln, str(etype), reason, (csv_line or "").lstrip("\n")))
+        out.append((int(line), str(etype), reason, (csv_line or "").lstrip("\n")))
     return out
 
 
 def _fix_line_numbers(con: duckdb.DuckDBPyConnection, file_id: int, rejected: list[int]) -> None:
     # Rows after a reader-rejected line were numbered without it: shift each row by the number of
-    # rejected lines before it. Good row k sits at k + #{i : r_i - i + 1 <= k} (r_i sorted).
+    # rejected lines before it. Good row k sits at k + #{i : r_i - i + 1 <= k} (r_i sorted). The
+    # same holds when the numbers start at 2 (CSV: the header is line 1 and r_i counts it).
     rejected = sorted(rejected)
     keys = [(r - i, i + 1) for i, r in enumerate(rejected)]  # (r_i - i + 1 with 1-based i, i)
     con.execute("CREATE OR REPLACE TEMP TABLE gw_shift (k BIGINT, n BIGINT)")
@@ -1257,6 +1273,100 @@ def _fix_line_numbers(con: duckdb.DuckDBPyConnection, file_id: int, rejected: li
         {"f": file_id},
     )
     con.execute("DROP TABLE gw_shift")
+
+
+def _csv_physical_lines(con: duckdb.DuckDBPyConnection, it: _Item, reader_rejects: list[int]) -> str | None:
+    """Make a CSV file's line numbers the physical line each record starts on; a warning if unsure.
+
+    Rows were numbered from 2 by position and reader rejects by read_csv's count (header 1, then
+    records and blank lines), which is the physical line while no record spans lines and no
+    line is blank: then the file has exactly ``1 + records`` physical lines, and nothing is done.
+    Otherwise (a quoted field with a newline, blank lines) the file is split into records once
+    more by Python's ``csv`` module to find where each starts, and the numbers are replaced: the
+    k-th row read (in line order) gets the start of the k-th record read_csv did not reject.
+    When that split disagrees with read_csv's (odd quoting), numbers stay record-based and the
+    warning says so.
+    """
+    good = int(con.execute("SELECT count(*) FROM gateway_requests WHERE file_id = $f",
+                           {"f": it.file_id}).fetchall()[0][0])
+    physical = it.lines() if it.lines is not None else _count_lines(Path(it.read_path))
+    if physical == 1 + good + len(reader_rejects):
+        return None
+    approximate = ("line numbers are approximate: records span several lines or blank lines were "
+                   "skipped, and the file could not be split into records to place them")
+    try:
+        starts, records = _csv_units(Path(it.read_path), it.plan.sniff.delim)
+    except (csv.Error, OSError, EOFError, zlib.error, ValueError):
+        return approximate
+    rejected = set(reader_rejects)
+    kept = [u for u in records if u not in rejected]
+    if len(kept) != good or len(records) - len(kept) != len(rejected):
+        return approximate
+    import pyarrow as pa
+
+    # (kind, key, line): 'g' = the key-th row read, 'r' = read_csv's count of a rejected record
+    keys = list(range(1, good + 1)) + sorted(rejected)
+    kinds = ["g"] * good + ["r"] * len(rejected)
+    where = [starts[u - 1] for u in kept] + [starts[u - 1] for u in sorted(rejected)]
+    con.register("gw_csvmap_src", pa.table({"kind": kinds, "k": keys, "phys": where}))
+    try:
+        con.execute("CREATE OR REPLACE TEMP TABLE gw_csvmap AS SELECT * FROM gw_csvmap_src")
+    finally:
+        con.unregister("gw_csvmap_src")
+    con.execute(
+        """
+        UPDATE gateway_requests g SET line_no = m.phys
+        FROM (SELECT rowid AS rid, row_number() OVER (ORDER BY line_no, rowid) AS k
+              FROM gateway_requests WHERE file_id = $f) o
+        JOIN gw_csvmap m ON m.kind = 'g' AND m.k = o.k
+        WHERE g.rowid = o.rid
+        """,
+        {"f": it.file_id},
+    )
+    if rejected:
+        con.execute("UPDATE rejected_lines r SET line_no = m.phys FROM gw_csvmap m "
+                    "WHERE r.file_id = $f AND m.kind = 'r' AND r.line_no = m.k", {"f": it.file_id})
+    con.execute("DROP TABLE gw_csvmap")
+    return None
+
+
+def _count_lines(path: Path) -> int:
+    """Physical lines of a (possibly compressed) file: newlines, plus an unterminated last line."""
+    n = 0
+    last = b""
+    with open_decompressed(path) as fh:
+        while block := fh.read(1 << 22):
+            n += block.count(b"\n")
+            last = block
+    return n + (1 if last and not last.endswith(b"\n") else 0)
+
+
+def _csv_units(path: Path, delim: str) -> tuple[list[int], list[int]]:
+    """What read_csv counts in a CSV file (header, records, blank lines) and where each starts.
+
+    Returns the physical start line of every unit (unit u at index u - 1) and the units that are
+    records. Only for files whose records span lines: a Python pass over the whole file.
+    """
+    starts: list[int] = []
+    records: list[int] = []
+    old = csv.field_size_limit()
+    csv.field_size_limit(2**31 - 1)  # a prompt can exceed the 128 KiB default
+    try:
+        with open_decompressed(path) as raw:
+            # latin-1 maps every byte to one character: quotes and newlines are found whatever the
+            # encoding (UTF-8 never uses ASCII bytes inside a multi-byte character). Lines end at
+            # '\n' only, as everywhere else (a stray '\r' does not start a line)
+            text = io.TextIOWrapper(raw, encoding="latin-1", newline="\n")
+            reader = csv.reader(text, delimiter=delim, quotechar='"', doublequote=True, strict=False)
+            before = 0
+            for row in reader:
+                starts.append(before + 1)
+                if row and len(starts) > 1:
+                    records.append(len(starts))
+                before = reader.line_num
+    finally:
+        csv.field_size_limit(old)
+    return starts, records
 
 
 def _raw_lines(path: Path, comp: str, wanted: set[int],
@@ -1695,10 +1805,12 @@ def _ingest_one(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], ba
         "SELECT count(*) FROM evidence_files WHERE size = $s", {"s": size}
     ).fetchall()[0]
     fast = fast_path_ok(plan)
+    # CSV: the physical line count tells whether records span lines (see _csv_physical_lines)
+    count_lines = fast or plan.sniff.container == "csv"
     digest: dict[str, Any] = {}
 
     def run_scan() -> None:
-        if fast:
+        if count_lines:
             sc = scan_file(path)
             digest["scan"], digest["sha"] = sc, sc.sha
         else:
@@ -1747,7 +1859,8 @@ def _ingest_one(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], ba
                         con.execute("BEGIN TRANSACTION")
                         rec = _register(case, plan, tz, options, "pending:" + str(path))
                         file_id = fs.file_id = rec.file_id
-                    counts = _load_file(case, plan, file_id, tz, str(path), comp)
+                    counts = _load_file(case, plan, file_id, tz, str(path), comp,
+                                        (lambda: get_scan().lines) if count_lines else None)
                 else:
                     counts = fast_counts
         except duckdb.Error as exc:
@@ -1763,6 +1876,8 @@ def _ingest_one(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], ba
             fs.file_id = file_id
             counts, warning = _load_salvaged(case, plan, file_id, tz)
             complete = False
+        if counts.warning:
+            warning = f"{warning}; {counts.warning}" if warning else counts.warning
         if hasher is not None:
             hasher.join()
         con.execute("UPDATE evidence_files SET sha256 = $s WHERE file_id = $f",
@@ -1799,7 +1914,7 @@ def _load_salvaged(case: Case, plan: FilePlan, file_id: int, tz: str) -> tuple[_
     with tempfile.TemporaryDirectory(dir=tmp_root) as d:
         dest = Path(d) / "salvaged.txt"
         n_lines, tail = salvage_to_file(plan.path, dest)
-        counts = _load_file(case, plan, file_id, tz, str(dest), "none")
+        counts = _load_file(case, plan, file_id, tz, str(dest), "none", lambda: n_lines)
     if tail:
         case.con.execute("INSERT INTO rejected_lines VALUES (?, ?, ?, ?, ?)",
                          [file_id, n_lines + 1, "line cut by the end of the truncated compressed stream",
