@@ -503,6 +503,86 @@ def test_line_numbers_of_batched_small_files(tmp_path: Path) -> None:
     case.close()
 
 
+_LITELLM_HEADER = ("request_id,call_type,api_key,spend,total_tokens,prompt_tokens,completion_tokens,startTime,"
+                   "endTime,completionStartTime,model,model_group,api_base,user,metadata,team_id,end_user,"
+                   "status,organization_id,session_id")
+
+
+def _litellm_row(rid: str, second: int, metadata: str = "{}") -> str:
+    return (f"{rid},acompletion,h,0.1,3,2,1,2026-09-02 12:51:{second:02d},2026-09-02 12:52:00,"
+            f"2026-09-02 12:52:00,m,m,http://x,u,{metadata},team-a,c,success,o,s")
+
+
+# (label, records): a record is (request_id or None for a short row, its text)
+CSV_LINE_CASES = [
+    ("plain", [("r-1", _litellm_row("r-1", 1)), ("r-2", _litellm_row("r-2", 2)), ("r-3", _litellm_row("r-3", 3))]),
+    ("rejected-row", [("r-1", _litellm_row("r-1", 1)), (None, "r-x,acompletion,h"),
+                      ("r-3", _litellm_row("r-3", 3))]),
+    ("duplicate-row", [("r-1", _litellm_row("r-1", 1)), ("r-2", _litellm_row("r-2", 2)),
+                       ("r-1", _litellm_row("r-1", 1))]),
+    ("quoted-newline", [("r-1", _litellm_row("r-1", 1)),
+                        ("r-2", _litellm_row("r-2", 2, '"{""note"": ""two\nlines\r\nand three""}"')),
+                        (None, "r-x,acompletion,h"), ("r-4", _litellm_row("r-4", 4)),
+                        ("r-2", _litellm_row("r-2", 2, '"{""note"": ""two\nlines\r\nand three""}"'))]),
+    ("blank-line", [("r-1", _litellm_row("r-1", 1)), ("", ""), (None, "r-x,acompletion,h"),
+                    ("r-4", _litellm_row("r-4", 4))]),
+]
+
+
+@pytest.mark.parametrize(("label", "records"), CSV_LINE_CASES, ids=[c[0] for c in CSV_LINE_CASES])
+@pytest.mark.parametrize("compress", ["none", "gzip"])
+@pytest.mark.parametrize("numbering", ["positional", "row_number"])
+def test_csv_line_no_is_the_physical_line(tmp_path: Path, label: str, records: list[tuple[str | None, str]],
+                                          compress: str, numbering: str) -> None:
+    # Evidence points at the line a responder opens in an editor: the header is line 1, a record is
+    # numbered by the line it starts on (a quoted field may hold newlines), rejected rows and
+    # duplicates alike; by position (the fast path) or by row_number() (preserve_insertion_order off).
+    text = _LITELLM_HEADER + "\n"
+    want_rows: list[tuple[int, str, bool]] = []
+    want_rejects: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    for rid, rec in records:
+        line = text.count("\n") + 1
+        text += rec + "\n"
+        if rid is None:
+            want_rejects.append((line, "CSV row has too few fields"))
+        elif rid:
+            want_rows.append((line, rid, rid in seen))
+            seen.add(rid)
+    p = tmp_path / ("SpendLogs.csv.gz" if compress == "gzip" else "SpendLogs.csv")
+    p.write_bytes(gzip.compress(text.encode()) if compress == "gzip" else text.encode())
+    case = forensics.open_case(":memory:")
+    if numbering == "row_number":
+        case.con.execute("SET preserve_insertion_order = false")
+    f = case.ingest_gateway(p, format="litellm").files[0]
+    assert f.reconciles and not f.warnings, f.warnings
+    got = case.sql("SELECT line_no, request_id, is_duplicate FROM gateway_requests ORDER BY line_no").fetchall()
+    assert got == want_rows
+    assert case.sql("SELECT line_no, reason FROM rejected_lines ORDER BY line_no").fetchall() == want_rejects
+    physical = text.split("\n")
+    for line, rid, _ in want_rows:
+        assert physical[line - 1].startswith(rid + ","), (line, rid)
+    assert case.sql("SELECT warning FROM evidence_files").fetchall() == [(None,)]
+
+
+def test_csv_line_no_falls_back_with_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # records spanning lines that the csv-module pass cannot place: record-based numbers, said so
+    import forensics.sources.gateway as gw
+
+    def refuse(path: Path, delim: str) -> tuple[list[int], list[int]]:
+        raise ValueError("cannot split")
+
+    monkeypatch.setattr(gw, "_csv_units", refuse)
+    text = "\n".join([_LITELLM_HEADER, _litellm_row("r-1", 1, '"a\nb"'), _litellm_row("r-2", 2)]) + "\n"
+    p = tmp_path / "SpendLogs.csv"
+    p.write_text(text)
+    case = forensics.open_case(":memory:")
+    f = case.ingest_gateway(p, format="litellm").files[0]
+    assert f.reconciles and any("line numbers are approximate" in w for w in f.warnings)
+    assert "approximate" in case.sql("SELECT warning FROM evidence_files").fetchall()[0][0]
+    assert case.sql("SELECT line_no FROM gateway_requests ORDER BY line_no").fetchall() == [(2,), (3,)]
+
+
 def test_source_files_are_not_modified(case: forensics.Case, tmp_path: Path) -> None:
     p = tmp_path / "ro.ndjson"
     shutil.copy(FIX / "cloudflare_http_ns.ndjson", p)
