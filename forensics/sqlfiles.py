@@ -17,8 +17,9 @@ A query may read the result of another query file instead of repeating its body:
 The body then reads ``FROM affected_requests_result`` (``<input>_result``). It declares only the
 parameters it uses itself; :func:`run_query` takes those plus the parameters of its inputs
 (recursively), runs each input with its own share of them and binds its result to that name for
-this query only (``DuckDBPyRelation.query``: no view is left on the connection, and relations
-returned earlier keep their own inputs).
+this query only (``DuckDBPyRelation.query``; a query that also binds parameters of its own gets the
+input materialised and its own result materialised: no view is left on the connection either way,
+and relations returned earlier keep their own inputs).
 """
 
 from __future__ import annotations
@@ -171,20 +172,25 @@ def run_query(
         )
     sql = q.sql.strip().rstrip(";")
     own = {k: v for k, v in params.items() if k in set(q.param_names)}
-    if q.inputs and own:
-        raise QueryError(
-            f"query {name}.sql reads an input and declares parameters {sorted(own)}; "
-            "binding both is not supported",
-            where=q.source,
-        )
     try:
         if q.inputs:
             (inp,) = q.inputs
             rel = run_query(con, inp, {k: params[k] for k in load_query(inp).all_param_names()})
-            out = rel.query(f"{inp}_result", sql)
-            if out is None:
-                raise QueryError(f"query {name} returned no result", where=q.source)
-            return out
+            if not own:
+                out = rel.query(f"{inp}_result", sql)
+                if out is None:
+                    raise QueryError(f"query {name} returned no result", where=q.source)
+                return out
+            # Relation.query() binds no parameters: the input (a small result, such as the affected
+            # set) is materialised, bound by name for this one statement, and so is the output, so
+            # no view outlives the call and the returned relation does not depend on one.
+            view = f"{inp}_result"
+            con.register(view, rel.to_arrow_table())
+            try:
+                result = con.sql(sql, params=own).to_arrow_table()
+            finally:
+                con.unregister(view)
+            return con.from_arrow(result)
         return con.sql(sql, params=own) if own else con.sql(sql)
     except duckdb.Error as exc:
         raise QueryError(f"query {name} failed: {exc}", where=q.source) from exc

@@ -471,6 +471,11 @@ SELECT
     e.admission_limit,
     e.confidence,
     e.reasons,
-    e.evidence
+    e.evidence,
+    -- the decode leg (what leak_sources starts from): its rid, start time and Receive line
+    e.decode_rid,
+    e.decode_ts AS decode_start_ts,
+    e.dr_file AS decode_received_file_id,
+    e.dr_line AS decode_received_line_no
 FROM evidenced e
 ORDER BY CASE e.confidence WHEN 'confirmed' THEN 0 ELSE 1 END, e.ts, e.request_id, e.evidence

@@ -1,10 +1,9 @@
 """Every query file: declared params == $names used in the SQL; the Python function's keywords ==
 its declared params and those of its inputs (``-- input: <query>``, recursively).
 
-Also: the CTE blocks still shared between affected_requests and leak_sources (leak_sources needs the
-decode leg of each affected request, which affected_requests does not return) stay identical copies.
+leak_sources and affected_tenants read the result of affected_requests (no copied blocks).
 The parameter-free blocks (evidence paths, node last-seen times, start periods) are views of
-``forensics/schema.sql``, and affected_tenants reads the result of affected_requests.
+``forensics/schema.sql``.
 """
 
 from __future__ import annotations
@@ -78,26 +77,12 @@ def test_header_purpose_and_descriptions(name: str) -> None:
     assert all(p.description for p in q.params)
 
 
-def _cte(sql: str, name: str) -> str:
-    """The text of CTE ``name`` (from its 'name AS (' line to the next top-level CTE)."""
-    m = re.search(rf"^{name}(?: \([^)]*\))? AS \(\n.*?^\)", sql, flags=re.S | re.M)
-    assert m, name
-    return m.group(0)
-
-
-SHARED = {
-    "exposed": ["affected_requests", "leak_sources"],
-    "legs": ["affected_requests", "leak_sources"],
-    "classified": ["affected_requests", "leak_sources"],
-    "cand_keys": ["affected_requests", "leak_sources"],
-}
-
-
-@pytest.mark.parametrize("cte", sorted(SHARED))
-def test_shared_blocks_are_identical(cte: str) -> None:
-    texts = {name: _cte(load_query(name).sql, cte) for name in SHARED[cte]}
-    first = next(iter(texts.values()))
-    assert all(t == first for t in texts.values()), f"CTE {cte} differs between {sorted(texts)}"
+@pytest.mark.parametrize("name", ["affected_tenants", "leak_sources"])
+def test_queries_on_the_affected_set_read_it_instead_of_copying_it(name: str) -> None:
+    """Regression: leak_sources carried a ~385-line copy of affected_requests' core."""
+    q = load_query(name)
+    assert q.inputs == ("affected_requests",)
+    assert not re.search(r"^(exposed|legs|chains|classified) AS \(", q.sql, flags=re.M)
 
 
 @pytest.mark.parametrize("view", ["evidence_paths", "node_last_seen", "start_periods"])
