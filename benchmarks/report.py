@@ -627,8 +627,9 @@ def render(suite: Suite) -> str:
             "- Each step runs in its own `python -m benchmarks.steps` process. Set-up (imports, "
             "file lists, an empty output database) is not timed; the wall time covers the work only.",
             "- Peak RSS is the process's `VmHWM` (interpreter, libraries and DuckDB's buffers "
-            "included), the largest over the runs. DuckDB's memory limit is the toolkit default "
-            "(`FORENSICS_MEMORY_LIMIT`, 768 MB) for the toolkit and the bare loads alike.",
+            "included), the largest over the runs. DuckDB's memory limit is the toolkit's load budget "
+            "(`FORENSICS_MEMORY_LIMIT`, 768 MB) for the toolkit and the bare loads alike; the "
+            "analysis queries and outputs run under the query limit (`FORENSICS_QUERY_MEMORY_LIMIT`, 2 GB).",
             "- CPU/wall > 1 means DuckDB used more than one core.",
             "- Files are read warm from the page cache (generated just before, or read by the "
             "previous runs): the figures are CPU-bound, not disk-bound.",
