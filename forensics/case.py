@@ -65,14 +65,16 @@ def configure_connection(
 _UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 
-def _parse_size(text: str) -> int | None:
-    """Bytes of a size as DuckDB prints a setting (``'732.4 MiB'``); None if not one.
+def memory_limit_bytes(con: duckdb.DuckDBPyConnection) -> int | None:
+    """DuckDB's current memory limit in bytes, as it reports it (``'732.4 MiB'``); None if unreadable.
 
     Example:
-        >>> _parse_size("1.5 GiB")
+        >>> con = duckdb.connect(); _ = con.execute("SET memory_limit = '1.5GiB'")
+        >>> memory_limit_bytes(con)
         1610612736
     """
-    m = re.fullmatch(r"([\d.]+) ?(bytes|KiB|MiB|GiB|TiB)", text.strip())
+    rows = con.execute("SELECT current_setting('memory_limit')").fetchall()
+    m = re.fullmatch(r"([\d.]+) ?(bytes|KiB|MiB|GiB|TiB)", str(rows[0][0]).strip()) if rows else None
     return int(float(m.group(1)) * _UNITS[m.group(2)]) if m else None
 
 
@@ -246,8 +248,7 @@ class Case:
         try:
             self.con.execute(f"SET memory_limit = '{self.memory_limit}'")
             if reserve_bytes:
-                row = self.con.execute("SELECT current_setting('memory_limit')").fetchall()[0]
-                budget = _parse_size(str(row[0]))
+                budget = memory_limit_bytes(self.con)
                 if budget is not None and budget >= 2 * reserve_bytes:
                     self.con.execute(f"SET memory_limit = '{budget - reserve_bytes}b'")
             yield

@@ -13,12 +13,11 @@ from typing import Any
 
 import pytest
 
-from forensics.case import Case, open_case
+from forensics.case import Case, memory_limit_bytes, open_case
 from forensics.sources.engine import (
     _ReadState,
     _to_arrow,
     canonical_ranks,
-    memory_limit_bytes,
     node_of_file,
     resolve_sources,
 )

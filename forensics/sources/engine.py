@@ -40,6 +40,7 @@ from forensics.errors import InputError, ParameterError
 from forensics.sources import engine_sql as q
 from forensics.sources.files import (
     finish_file,
+    gunzip_block,
     progress_bar,
     register_file,
     sha256_file,
@@ -211,11 +212,7 @@ def _blocks(path: Path, comp: str, state: _ReadState, size: int) -> Iterator[byt
                 # compressed read would decompress to a block far larger than `size` and break
                 # the memory bound (measured: 2.8 GiB peak on a 1.3 GB-decompressed file).
                 while block := fh.read(max(1, size // 32)):
-                    out = d.decompress(block)
-                    while d.eof and d.unused_data:  # concatenated gzip members
-                        rest = d.unused_data
-                        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                        out += d.decompress(rest)
+                    d, out = gunzip_block(d, block)
                     if out:
                         yield out
                 if not d.eof:
@@ -668,20 +665,6 @@ def _infer_roles(case: Case, node: str) -> None:
         """,
         {"n": node},
     )
-
-
-def memory_limit_bytes(con: duckdb.DuckDBPyConnection) -> int | None:
-    """DuckDB's current memory limit in bytes (None if it cannot be read).
-
-    Example:
-        >>> con = duckdb.connect(); _ = con.execute("SET memory_limit = '512MiB'")
-        >>> memory_limit_bytes(con)
-        536870912
-    """
-    from forensics.case import _parse_size
-
-    row = con.execute("SELECT current_setting('memory_limit')").fetchone()
-    return _parse_size(str(row[0])) if row else None
 
 
 # -- entry point ---------------------------------------------------------------------------------
