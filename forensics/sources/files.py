@@ -97,6 +97,25 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def gunzip_block(d: zlib._Decompress, block: bytes) -> tuple[zlib._Decompress, bytes]:
+    """Decompress one block of gzip input, continuing across concatenated gzip members.
+
+    Returns the decompressor for the next block (a new one once a member ended inside this block)
+    and everything this block decompressed to. Rotated and ``cat``-joined logs hold several members.
+
+    Example:
+        >>> data = gzip.compress(b"a\\n") + gzip.compress(b"b\\n")
+        >>> gunzip_block(zlib.decompressobj(16 + zlib.MAX_WBITS), data)[1]
+        b'a\\nb\\n'
+    """
+    out = d.decompress(block)
+    while d.eof and d.unused_data:
+        rest = d.unused_data
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        out += d.decompress(rest)
+    return d, out
+
+
 def compression_of(path: Path) -> str:
     """'gzip', 'zstd' or 'none', by the file's magic bytes (not its name).
 
@@ -166,12 +185,8 @@ def salvage_prefix(path: Path, limit: int | None = None) -> tuple[bytes, bool]:
         with open(path, "rb") as fh:
             try:
                 while block := fh.read(1 << 20):
-                    out += d.decompress(block)
-                    # concatenated gzip members
-                    while d.eof and d.unused_data:
-                        rest = d.unused_data
-                        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                        out += d.decompress(rest)
+                    d, data = gunzip_block(d, block)
+                    out += data
                     if limit is not None and len(out) >= limit:
                         return bytes(out[:limit]), True
                 complete = d.eof

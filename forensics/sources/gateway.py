@@ -51,6 +51,7 @@ from forensics.sources.files import (
     compression_of,
     expand_paths,
     finish_file,
+    gunzip_block,
     head_bytes,
     open_decompressed,
     progress_bar,
@@ -741,11 +742,8 @@ def scan_file(path: Path) -> Scan:
                         out.gz_points.append((offset, d.copy(), out.lines, tail))
                 offset += len(block)
                 try:
-                    feed(d.decompress(block))
-                    while d.eof and d.unused_data:
-                        rest = d.unused_data
-                        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                        feed(d.decompress(rest))
+                    d, data = gunzip_block(d, block)
+                    feed(data)
                 except zlib.error:
                     ok = False
         elif comp == "zstd":
@@ -1442,11 +1440,7 @@ def _raw_lines_gz(path: Path, wanted: set[int], points: list[tuple[int, Any, int
                         if buf and ln == n:
                             out[n] = buf.rstrip(b"\r")
                         break
-                    data = d.decompress(block)
-                    while d.eof and d.unused_data:
-                        rest = d.unused_data
-                        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                        data += d.decompress(rest)
+                    d, data = gunzip_block(d, block)
                     buf += data
                     parts = buf.split(b"\n")
                     buf = parts.pop()
@@ -1583,11 +1577,8 @@ def salvage_to_file(path: Path, dest: Path) -> tuple[int, bytes]:
             with open(path, "rb") as fh:
                 try:
                     while block := fh.read(1 << 20):
-                        emit(d.decompress(block))
-                        while d.eof and d.unused_data:
-                            rest = d.unused_data
-                            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                            emit(d.decompress(rest))
+                        d, data = gunzip_block(d, block)
+                        emit(data)
                 except zlib.error:
                     pass
         elif comp == "zstd":
