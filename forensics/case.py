@@ -270,9 +270,9 @@ class Case:
             >>> case = open_case("case.duckdb")                          # doctest: +SKIP
             >>> case.ingest_gateway("logs/cloudflare/", format="cloudflare-http")  # doctest: +SKIP
         """
-        from forensics.sources.gateway import ingest_gateway
+        from forensics.sources.gateway import LOAD_RESERVE_BYTES, ingest_gateway
 
-        with self.loading():
+        with self.loading(reserve_bytes=LOAD_RESERVE_BYTES):
             return ingest_gateway(self, paths, format=format, tz=tz, quiet=quiet, **options)
 
     def ingest_engine(
@@ -371,7 +371,8 @@ def schema_markdown() -> str:
             cm = re.match(r"(\w+)\s+(.+?),?\s*(?:--\s*(.*))?$", line)
             if cm:
                 col, typ, comment = cm.group(1), cm.group(2).rstrip(","), cm.group(3) or ""
-                typ = typ.replace("|", "\\|")
+                # a storage choice, not part of the column's type
+                typ = re.sub(r"\s+USING COMPRESSION \w+", "", typ).replace("|", "\\|")
                 out.append(f"| {col} | `{typ}` | {comment.replace('|', '/')} |")
                 last_col = [col]
             continue

@@ -127,11 +127,12 @@ def test_loads_run_under_the_load_budget_and_queries_under_the_query_limit(
     assert _limit(case) == after
 
 
-def test_gateway_ingest_runs_under_the_load_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gateway_ingest_runs_under_the_load_budget_less_its_own_reserve(monkeypatch: pytest.MonkeyPatch) -> None:
     from forensics.sources import gateway
 
     seen: list[str] = []
     case = open_case(":memory:", memory_limit="512MiB", query_memory_limit="2GiB")
     monkeypatch.setattr(gateway, "ingest_gateway", lambda c, *a, **k: seen.append(_limit(c)))
     case.ingest_gateway([])
-    assert seen == ["512.0 MiB"] and _limit(case) == "2.0 GiB"
+    assert gateway.LOAD_RESERVE_BYTES == 160 << 20
+    assert seen == ["352.0 MiB"] and _limit(case) == "2.0 GiB"
