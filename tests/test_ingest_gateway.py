@@ -613,6 +613,66 @@ def test_scan_file_counts_lines_and_marks(tmp_path: Path) -> None:
     assert _raw_lines(p, "none", want, sc.marks) == {n: lines[n - 1] for n in want}
 
 
+SCAN_CASES = [
+    # label, file bytes, expected (lines, damaged); the sha256 is always that of the bytes on disk
+    ("gzip, two members", gzip.compress(b"a\nb\n") + gzip.compress(b"c\n\nd"), (5, False)),
+    ("gzip, truncated", gzip.compress(b"".join(b"%06d\n" % i for i in range(50000)))[:-3000], None),
+    ("gzip, corrupt body", gzip.compress(b"x\n" * 1000)[:20] + b"\xff" * 64 + gzip.compress(b"x\n" * 1000)[84:], None),
+    ("zstd, two frames", zstandard.ZstdCompressor().compress(b"a\nb\n") + zstandard.ZstdCompressor().compress(b"c\n"), (3, False)),
+    ("plain, no final newline", b"a\n\nb", (3, False)),
+]
+
+
+@pytest.mark.parametrize(("label", "data", "want"), SCAN_CASES, ids=[c[0] for c in SCAN_CASES])
+def test_scan_file_hashes_the_bytes_and_counts_decompressed_lines(tmp_path: Path, label: str, data: bytes,
+                                                                  want: tuple[int, bool] | None) -> None:
+    import hashlib
+
+    from forensics.sources.gateway import scan_file
+
+    p = tmp_path / "f"
+    p.write_bytes(data)
+    sc = scan_file(p)
+    assert sc.sha == hashlib.sha256(data).hexdigest()
+    if want is None:  # damaged: flagged, whatever part was readable counted
+        assert sc.damaged
+    else:
+        assert (sc.lines, sc.damaged) == want
+
+
+RAW_LINE_CASES = [
+    # label, lines, wanted line numbers, final newline
+    ("first, middle, unterminated last", [b"a", b"b", b"c" * 10, b"d"], {1, 3, 4}, False),
+    ("crlf and empty lines", [b"a\r", b"", b"c\r", b""], {1, 2, 3}, True),
+    ("a line longer than a read block", [b"a", b"L" * (9 << 20), b"c"], {2, 3}, True),
+    ("many lines, one wanted far in", [b"%d" % i for i in range(400_000)], {399_999}, True),
+]
+
+
+@pytest.mark.parametrize(("label", "lines", "wanted", "final_nl"), RAW_LINE_CASES, ids=[c[0] for c in RAW_LINE_CASES])
+def test_raw_lines_streamed_from_gzip_are_the_file_lines(tmp_path: Path, label: str, lines: list[bytes],
+                                                        wanted: set[int], final_nl: bool) -> None:
+    from forensics.sources.gateway import _raw_lines
+
+    p = tmp_path / "f.gz"
+    p.write_bytes(gzip.compress(b"\n".join(lines) + (b"\n" if final_nl else b""), compresslevel=1))
+    assert _raw_lines(p, "gzip", wanted) == {n: lines[n - 1].rstrip(b"\r") for n in wanted}
+
+
+def test_gzip_ndjson_is_read_by_read_json_not_the_line_reader(case: forensics.Case, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: a .gz went through the line reader (one thread, JSON parsed per path): 0.56x bare."""
+    from forensics.sources import gateway
+
+    used: list[str] = []
+    real = gateway._load_fast
+    monkeypatch.setattr(gateway, "_load_fast", lambda case, it, *a: used.append(it.comp) or real(case, it, *a))
+    p = tmp_path / "cf.ndjson.gz"
+    p.write_bytes(gzip.compress((FIX / "cloudflare_http_ns.ndjson").read_bytes()))
+    f = case.ingest_gateway(p, format="cloudflare-http").files[0]
+    assert used == ["gzip"] and f.reconciles and f.rows_loaded > 0
+
+
 def test_benchmark_smoke(tmp_path: Path) -> None:
     sys.path.insert(0, str(ROOT))
     from benchmarks.bench_gateway_ingest import run_benchmark
