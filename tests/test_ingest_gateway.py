@@ -664,13 +664,63 @@ def test_gzip_ndjson_is_read_by_read_json_not_the_line_reader(case: forensics.Ca
     """Regression: a .gz went through the line reader (one thread, JSON parsed per path): 0.56x bare."""
     from forensics.sources import gateway
 
-    used: list[str] = []
+    used: list[list[str]] = []
     real = gateway._load_fast
-    monkeypatch.setattr(gateway, "_load_fast", lambda case, it, *a: used.append(it.comp) or real(case, it, *a))
+    monkeypatch.setattr(gateway, "_load_fast",
+                        lambda case, items, *a: used.append([it.comp for it in items]) or real(case, items, *a))
     p = tmp_path / "cf.ndjson.gz"
     p.write_bytes(gzip.compress((FIX / "cloudflare_http_ns.ndjson").read_bytes()))
     f = case.ingest_gateway(p, format="cloudflare-http").files[0]
-    assert used == ["gzip"] and f.reconciles and f.rows_loaded > 0
+    assert used == [["gzip"]] and f.reconciles and f.rows_loaded > 0
+
+
+BATCH_CASES = [
+    # label, per-file line lists (indexes into the fixture's good records, or raw bytes), compress,
+    # whether one read_json takes the whole batch (a blank line anywhere sends it to the line reader)
+    ("plain files", [[0, 1], [2], [3, 4, 5]], False, True),
+    ("gz files, one with a bad line", [[0, 1], [2, b'{"RayID": "cut'], [3]], True, True),
+    ("gz files, one with a blank line", [[0], [1, b"", 2], [3]], True, False),
+]
+
+
+@pytest.mark.parametrize(("label", "files", "compress", "one_scan"), BATCH_CASES, ids=[c[0] for c in BATCH_CASES])
+def test_batch_of_small_ndjson_files_is_read_by_one_read_json(case: forensics.Case, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch, label: str,
+                                                              files: list[list[Any]], compress: bool,
+                                                              one_scan: bool) -> None:
+    """Regression: a batch was a UNION ALL of line readers, run one file after another (0.39x bare)."""
+    from forensics.sources import gateway
+
+    good = [ln for ln in (FIX / "cloudflare_http_ns.ndjson").read_bytes().splitlines() if ln.strip().endswith(b"}")]
+    calls: list[tuple[int, bool]] = []
+    real = gateway._load_fast
+
+    def spy(case: forensics.Case, items: list[Any], *a: Any) -> Any:
+        got = real(case, items, *a)
+        calls.append((len(items), got is not None))
+        return got
+
+    monkeypatch.setattr(gateway, "_load_fast", spy)
+    bodies = []
+    for k, parts in enumerate(files):
+        body = [good[x] if isinstance(x, int) else x for x in parts]
+        bodies.append(body)
+        data = b"\n".join(body) + b"\n"
+        (tmp_path / f"h{k}.ndjson{'.gz' if compress else ''}").write_bytes(gzip.compress(data) if compress else data)
+    s = case.ingest_gateway(tmp_path, format="cloudflare-http")
+    assert calls == [(len(files), one_scan)]
+    assert all(f.reconciles for f in s.files) and [f.lines_read for f in s.files] == [len(b) for b in bodies]
+    assert (case.sql("SELECT count(*) FROM gateway_requests").fetchall()[0][0]
+            == sum(1 for b in bodies for ln in b if ln.endswith(b"}")))
+    # every row keeps its own file and physical line, whichever path loaded it
+    got = case.sql("SELECT e.path, g.line_no, g.request_id FROM gateway_requests g JOIN evidence_files e "
+                   "USING (file_id) ORDER BY 1, 2").fetchall()
+    want = [(str(tmp_path / f"h{k}.ndjson{'.gz' if compress else ''}"), i + 1, json.loads(ln)["RayID"])
+            for k, b in enumerate(bodies) for i, ln in enumerate(b) if ln.endswith(b"}")]
+    assert got == want
+    rej = case.sql("SELECT line_no, reason, raw FROM rejected_lines ORDER BY file_id, line_no").fetchall()
+    assert [(ln, raw) for ln, _, raw in rej] == [(i + 1, ln) for b in bodies for i, ln in enumerate(b)
+                                                 if not ln.endswith(b"}")]
 
 
 def test_benchmark_smoke(tmp_path: Path) -> None:

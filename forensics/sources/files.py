@@ -8,7 +8,6 @@ with its sha256, size and counts; a file whose sha256 is already in the case is 
 from __future__ import annotations
 
 import glob
-import gzip
 import hashlib
 import json
 import os
@@ -121,7 +120,7 @@ def gunzip_block(d: zlib._Decompress, block: bytes) -> tuple[zlib._Decompress, b
     and everything this block decompressed to. Rotated and ``cat``-joined logs hold several members.
 
     Example:
-        >>> data = gzip.compress(b"a\\n") + gzip.compress(b"b\\n")
+        >>> import gzip; data = gzip.compress(b"a\\n") + gzip.compress(b"b\\n")
         >>> gunzip_block(zlib.decompressobj(16 + zlib.MAX_WBITS), data)[1]
         b'a\\nb\\n'
     """
@@ -161,8 +160,14 @@ def open_decompressed(path: Path) -> Iterator[IO[bytes]]:
     """
     comp = compression_of(path)
     if comp == "gzip":
-        with gzip.open(path, "rb") as fh:
-            yield cast(IO[bytes], fh)
+        # ISA-L inflates ~6x faster than zlib; its errors are raised as zlib's, which callers expect
+        from isal import igzip, igzip_lib
+
+        try:
+            with igzip.open(path, "rb") as fh:
+                yield cast(IO[bytes], fh)
+        except cast("type[Exception]", igzip_lib.IsalError) as exc:
+            raise zlib.error(str(exc)) from exc
     elif comp == "zstd":
         import zstandard
 
@@ -190,7 +195,7 @@ def salvage_prefix(path: Path, limit: int | None = None) -> tuple[bytes, bool]:
 
     Example:
         >>> import tempfile; f = tempfile.NamedTemporaryFile(delete=False)
-        >>> _ = f.write(gzip.compress(b"a\\nb\\n")[:-6]); f.close()
+        >>> import gzip; _ = f.write(gzip.compress(b"a\\nb\\n")[:-6]); f.close()
         >>> salvage_prefix(Path(f.name))[1]
         False
     """
