@@ -326,15 +326,27 @@ def test_interrupted_ingest_is_undone_and_read_again(case: forensics.Case) -> No
     assert case.sql("SELECT count(*), bool_and(complete) FROM evidence_files").fetchall()[0] == (1, True)
 
 
-def test_duplicates_across_files_are_flagged_not_deleted(case: forensics.Case, tmp_path: Path) -> None:
+@pytest.mark.parametrize("calls", ["one ingest", "one ingest per file"])
+def test_duplicates_across_files_are_flagged_not_deleted(case: forensics.Case, tmp_path: Path, calls: str) -> None:
+    # one ingest: both files in one batch, no earlier rows in the case; one per file: the second
+    # file's copies are found against rows already in the case
     lines = (FIX / "cloudflare_http_ns.ndjson").read_text().splitlines()
     a = _write(tmp_path, "a.ndjson", "\n".join(lines[:3]) + "\n")
     b = _write(tmp_path, "b.ndjson", lines[1] + "\n" + lines[2] + "\n" + lines[5] + "\n")
-    s = case.ingest_gateway([a, b])
-    assert [(f.rows_loaded, f.rows_duplicate) for f in s.files] == [(3, 0), (1, 2)]
+    files = (case.ingest_gateway([a, b]).files if calls == "one ingest"
+             else case.ingest_gateway(a).files + case.ingest_gateway(b).files)
+    assert [(f.rows_loaded, f.rows_duplicate) for f in files] == [(3, 0), (1, 2)]
     dup = case.sql("SELECT file_id, line_no FROM gateway_requests WHERE is_duplicate ORDER BY 2").fetchall()
     assert dup == [(2, 1), (2, 2)]
     assert case.sql("SELECT count(*) FROM gateway_requests_unique").fetchall()[0] == (4,)
+
+
+def test_retry_within_the_first_file_of_a_case_is_flagged(case: forensics.Case, tmp_path: Path) -> None:
+    lines = (FIX / "cloudflare_http_ns.ndjson").read_text().splitlines()
+    a = _write(tmp_path, "a.ndjson", "\n".join([lines[0], lines[1], lines[0], lines[2]]) + "\n")
+    f = case.ingest_gateway(a).files[0]
+    assert (f.rows_loaded, f.rows_duplicate) == (3, 1)
+    assert case.sql("SELECT line_no FROM gateway_requests WHERE is_duplicate").fetchall() == [(3,)]
 
 
 def test_truncated_gzip_keeps_prefix_and_goes_on(case: forensics.Case, tmp_path: Path) -> None:

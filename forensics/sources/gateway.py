@@ -1475,6 +1475,15 @@ def _flag_duplicates(con: duckdb.DuckDBPyConnection, file_ids: list[int]) -> dic
     loaded in order, so a copy in a later file or later line is the one flagged.
     """
     ids = ", ".join(str(int(i)) for i in file_ids)
+    # the first files of a case have no earlier rows to repeat: then the copies within these files
+    # are all there is to find (and the second pass and the UNION cost a third: 0.6 -> 0.4 s at 5 M)
+    others = con.execute(
+        f"SELECT EXISTS (SELECT 1 FROM gateway_requests WHERE file_id NOT IN ({ids}))").fetchall()[0][0]
+    across = f"""
+        UNION
+        SELECT h FROM mine WHERE h IN (
+            SELECT hash(layer, request_id, ts_start, ts_end) FROM gateway_requests
+            WHERE file_id NOT IN ({ids}) AND request_id IS NOT NULL)""" if others else ""
     # A 64-bit hash narrows the candidates cheaply; the exact comparison is done on those only.
     con.execute(
         f"""
@@ -1483,11 +1492,7 @@ def _flag_duplicates(con: duckdb.DuckDBPyConnection, file_ids: list[int]) -> dic
             SELECT hash(layer, request_id, ts_start, ts_end) AS h FROM gateway_requests
             WHERE file_id IN ({ids}) AND request_id IS NOT NULL
         )
-        SELECT h FROM mine GROUP BY h HAVING count(*) > 1
-        UNION
-        SELECT h FROM mine WHERE h IN (
-            SELECT hash(layer, request_id, ts_start, ts_end) FROM gateway_requests
-            WHERE file_id NOT IN ({ids}) AND request_id IS NOT NULL)
+        SELECT h FROM mine GROUP BY h HAVING count(*) > 1{across}
         """
     )
     if not con.execute("SELECT count(*) FROM gw_dupcand").fetchall()[0][0]:
