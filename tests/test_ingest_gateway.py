@@ -13,6 +13,7 @@ import json
 import shutil
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -650,6 +651,38 @@ def test_scan_file_hashes_the_bytes_and_counts_decompressed_lines(tmp_path: Path
         assert sc.damaged
     else:
         assert (sc.lines, sc.damaged) == want
+
+
+def _zstd(data: bytes) -> bytes:
+    return zstandard.ZstdCompressor().compress(data)
+
+
+DECOMPRESS_CASES = [
+    # label, file bytes, what open_decompressed must yield (or the error callers catch)
+    ("plain", b"a\nb\n", b"a\nb\n"),
+    ("gzip, two members", gzip.compress(b"a\n") + gzip.compress(b"b\n"), b"a\nb\n"),
+    ("zstd, two frames", _zstd(b"a\n") + _zstd(b"b\n"), b"a\nb\n"),
+    ("gzip, truncated", gzip.compress(b"x" * 5000)[:-10], EOFError),
+    ("gzip, invalid deflate block", gzip.compress(bytes(range(256)) * 200)[:10] + b"x" * 24
+     + gzip.compress(bytes(range(256)) * 200)[34:], zlib.error),
+    ("gzip, bad checksum", gzip.compress(bytes(range(256)) * 200)[:100] + b"\0" * 50
+     + gzip.compress(bytes(range(256)) * 200)[150:], OSError),
+]
+
+
+@pytest.mark.parametrize(("label", "data", "want"), DECOMPRESS_CASES, ids=[c[0] for c in DECOMPRESS_CASES])
+def test_open_decompressed_reads_every_member_and_raises_what_callers_catch(
+        tmp_path: Path, label: str, data: bytes, want: bytes | type[Exception]) -> None:
+    from forensics.sources.files import open_decompressed
+
+    p = tmp_path / "f"
+    p.write_bytes(data)
+    if isinstance(want, bytes):
+        with open_decompressed(p) as fh:
+            assert fh.read() == want
+    else:
+        with pytest.raises(want), open_decompressed(p) as fh:
+            fh.read()
 
 
 RAW_LINE_CASES = [

@@ -171,7 +171,8 @@ def open_decompressed(path: Path) -> Iterator[IO[bytes]]:
     elif comp == "zstd":
         import zstandard
 
-        with open(path, "rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as fh:
+        # rotated or cat-joined .zst files hold several frames: read them all, not just the first
+        with open(path, "rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as fh:
             yield fh
     else:
         with open(path, "rb") as fh:
