@@ -158,13 +158,27 @@ def open_decompressed(path: Path) -> Iterator[IO[bytes]]:
         >>> with open_decompressed(Path(f.name)) as fh: fh.read()
         b'ab'
     """
-    comp = compression_of(path)
+    with open(path, "rb") as raw, decompressing(raw, compression_of(path)) as fh:
+        yield fh
+
+
+@contextmanager
+def decompressing(raw: IO[bytes], comp: str) -> Iterator[IO[bytes]]:
+    """Read ``raw`` decompressed (``comp``: 'gzip', 'zstd' or 'none'), every gzip member and zstd frame.
+
+    Gzip is inflated with ISA-L (~6x zlib's speed); its errors are raised as ``zlib.error``, which
+    callers expect. ``raw`` stays open (a caller may go on reading it, say to hash the rest).
+
+    Example:
+        >>> import gzip, io
+        >>> with decompressing(io.BytesIO(gzip.compress(b"a") + gzip.compress(b"b")), "gzip") as fh: fh.read()
+        b'ab'
+    """
     if comp == "gzip":
-        # ISA-L inflates ~6x faster than zlib; its errors are raised as zlib's, which callers expect
         from isal import igzip, igzip_lib
 
         try:
-            with igzip.open(path, "rb") as fh:
+            with igzip.IGzipFile(fileobj=raw) as fh:
                 yield cast(IO[bytes], fh)
         except cast("type[Exception]", igzip_lib.IsalError) as exc:
             raise zlib.error(str(exc)) from exc
@@ -172,11 +186,10 @@ def open_decompressed(path: Path) -> Iterator[IO[bytes]]:
         import zstandard
 
         # rotated or cat-joined .zst files hold several frames: read them all, not just the first
-        with open(path, "rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as fh:
+        with zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=False) as fh:
             yield fh
     else:
-        with open(path, "rb") as fh:
-            yield fh
+        yield raw
 
 
 def head_bytes(path: Path, n: int = 65536) -> bytes:

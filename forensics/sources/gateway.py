@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import csv
 import io
@@ -50,6 +51,7 @@ from forensics.sources.files import (
     FileRecord,
     compression_of,
     count_newlines,
+    decompressing,
     expand_paths,
     finish_file,
     gunzip_block,
@@ -737,7 +739,6 @@ def scan_file(path: Path) -> Scan:
     import hashlib
 
     import zstandard
-    from isal import igzip, igzip_lib
 
     h = hashlib.sha256()
     comp = compression_of(path)
@@ -762,13 +763,10 @@ def scan_file(path: Path) -> Scan:
                 feed(block)
         else:
             try:
-                src = _HashingReader(fh, h)
-                with (igzip.IGzipFile(fileobj=src) if comp == "gzip"
-                      else zstandard.ZstdDecompressor().stream_reader(cast(IO[bytes], src), read_across_frames=True)) as z:
+                with decompressing(cast(IO[bytes], _HashingReader(fh, h)), comp) as z:
                     while data := z.read(1 << 22):
                         feed(data)
-            except (OSError, EOFError, zlib.error, zstandard.ZstdError,
-                    cast("type[Exception]", igzip_lib.IsalError)):
+            except (OSError, EOFError, zlib.error, zstandard.ZstdError):
                 out.damaged = True  # the loader reports the damage
             while block := fh.read(1 << 22):  # hash what the decompressor did not read
                 h.update(block)
@@ -1414,8 +1412,6 @@ def _raw_lines(path: Path, comp: str, wanted: set[int],
     if not wanted:
         return out
     if marks and comp == "none":
-        import bisect
-
         firsts = [lines_before for _, lines_before in marks]
         with open(path, "rb") as fh:
             for n in sorted(wanted):
@@ -1437,8 +1433,6 @@ def _raw_lines(path: Path, comp: str, wanted: set[int],
                         out[n] = raw.rstrip(b"\r\n")
                         break
         return out
-    import bisect
-
     want = sorted(wanted)
     ln = 1  # the number of the line that `carry` starts
     carry = b""
