@@ -580,12 +580,12 @@ def test_csv_line_no_is_the_physical_line(tmp_path: Path, label: str, records: l
 
 def test_csv_line_no_falls_back_with_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # records spanning lines that the csv-module pass cannot place: record-based numbers, said so
-    import forensics.sources.gateway as gw
+    from forensics.sources.gateway import csvlines
 
     def refuse(path: Path, delim: str) -> tuple[list[int], list[int]]:
         raise ValueError("cannot split")
 
-    monkeypatch.setattr(gw, "_csv_units", refuse)
+    monkeypatch.setattr(csvlines, "csv_units", refuse)
     text = "\n".join([_LITELLM_HEADER, _litellm_row("r-1", 1, '"a\nb"'), _litellm_row("r-2", 2)]) + "\n"
     p = tmp_path / "SpendLogs.csv"
     p.write_text(text)
@@ -613,7 +613,8 @@ def test_sniff_containers() -> None:
 
 
 def test_scan_file_counts_lines_and_marks(tmp_path: Path) -> None:
-    from forensics.sources.gateway import _raw_lines, scan_file
+    from forensics.sources.gateway import scan_file
+    from forensics.sources.gateway.numbering import raw_lines as _raw_lines
 
     lines = [b"x" * (i % 977) + b"%d" % i for i in range(30000)]
     p = tmp_path / "big.txt"
@@ -697,7 +698,7 @@ RAW_LINE_CASES = [
 @pytest.mark.parametrize(("label", "lines", "wanted", "final_nl"), RAW_LINE_CASES, ids=[c[0] for c in RAW_LINE_CASES])
 def test_raw_lines_streamed_from_gzip_are_the_file_lines(tmp_path: Path, label: str, lines: list[bytes],
                                                         wanted: set[int], final_nl: bool) -> None:
-    from forensics.sources.gateway import _raw_lines
+    from forensics.sources.gateway.numbering import raw_lines as _raw_lines
 
     p = tmp_path / "f.gz"
     p.write_bytes(gzip.compress(b"\n".join(lines) + (b"\n" if final_nl else b""), compresslevel=1))
@@ -707,11 +708,11 @@ def test_raw_lines_streamed_from_gzip_are_the_file_lines(tmp_path: Path, label: 
 def test_gzip_ndjson_is_read_by_read_json_not_the_line_reader(case: forensics.Case, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Regression: a .gz went through the line reader (one thread, JSON parsed per path): 0.56x bare."""
-    from forensics.sources import gateway
+    from forensics.sources.gateway import fastpath
 
     used: list[list[str]] = []
-    real = gateway._load_fast
-    monkeypatch.setattr(gateway, "_load_fast",
+    real = fastpath.load_fast
+    monkeypatch.setattr(fastpath, "load_fast",
                         lambda case, items, *a: used.append([it.comp for it in items]) or real(case, items, *a))
     p = tmp_path / "cf.ndjson.gz"
     p.write_bytes(gzip.compress((FIX / "cloudflare_http_ns.ndjson").read_bytes()))
@@ -734,18 +735,18 @@ def test_batch_of_small_ndjson_files_is_read_by_one_read_json(case: forensics.Ca
                                                               files: list[list[Any]], compress: bool,
                                                               one_scan: bool) -> None:
     """Regression: a batch was a UNION ALL of line readers, run one file after another (0.39x bare)."""
-    from forensics.sources import gateway
+    from forensics.sources.gateway import fastpath
 
     good = [ln for ln in (FIX / "cloudflare_http_ns.ndjson").read_bytes().splitlines() if ln.strip().endswith(b"}")]
     calls: list[tuple[int, bool]] = []
-    real = gateway._load_fast
+    real = fastpath.load_fast
 
     def spy(case: forensics.Case, items: list[Any], *a: Any) -> Any:
         got = real(case, items, *a)
         calls.append((len(items), got is not None))
         return got
 
-    monkeypatch.setattr(gateway, "_load_fast", spy)
+    monkeypatch.setattr(fastpath, "load_fast", spy)
     bodies = []
     for k, parts in enumerate(files):
         body = [good[x] if isinstance(x, int) else x for x in parts]

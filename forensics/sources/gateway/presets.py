@@ -1,185 +1,21 @@
-"""Gateway presets and TOML mappings: which source field feeds which canonical column.
-
-A :class:`Spec` says, for one log format, where each canonical ``gateway_requests`` column comes
-from. Presets are specs written here; a TOML mapping file is compiled into the same structure, so
-both go through one loader (:mod:`forensics.sources.gateway`).
-
-A field is either a top-level key taken literally (``"gen_ai.usage.input_tokens"`` is ONE key) or a
-DuckDB JSON path starting with ``$`` (``'$.RequestHeaders."x-request-id"'``).
+"""The gateway presets: the formats of the common front doors, compiled into :class:`Spec` objects.
 
 Example:
     >>> PRESETS["cloudflare-http"].layer
     'edge'
-    >>> spec = load_mapping_text('[columns]\\nts_start = "time"\\nrequest_id = "$.req.id"', "m.toml")
-    >>> spec.columns["request_id"].fields
-    ('$.req.id',)
 """
 
 from __future__ import annotations
 
-import re
-import tomllib
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from forensics.errors import MappingError
+from forensics.errors import ParameterError
+from forensics.sources.gateway.mapping import load_mapping
+from forensics.sources.gateway.readers import lit
+from forensics.sources.gateway.spec import Col, Spec, json_path, meta_tenant
 
-#: Canonical columns a preset or mapping may fill (``duration`` is a helper: ts_end = ts_start +
-#: duration, or ts_start = ts_end - duration when only the end is logged).
-MAPPABLE_COLUMNS: tuple[str, ...] = (
-    "request_id",
-    "header_request_id",
-    "tenant_id",
-    "model",
-    "ts_start",
-    "ts_end",
-    "duration",
-    "method",
-    "path",
-    "status",
-    "prompt_tokens",
-    "completion_tokens",
-    "request_bytes",
-    "response_bytes",
-    "streamed",
-    "in_band_error",
-    "upstream",
-)
-
-#: Kind of each mappable column: how the extracted text is converted.
-COLUMN_KIND: dict[str, str] = {
-    "request_id": "str",
-    "header_request_id": "str",
-    "tenant_id": "str",
-    "model": "str",
-    "ts_start": "ts",
-    "ts_end": "ts",
-    "duration": "duration",
-    "method": "str",
-    "path": "str",
-    "status": "int",
-    "prompt_tokens": "int",
-    "completion_tokens": "int",
-    "request_bytes": "int",
-    "response_bytes": "int",
-    "streamed": "bool",
-    "in_band_error": "str",
-    "upstream": "str",
-}
-
-UNITS = ("s", "ms", "us", "ns")
-LAYERS = ("edge", "ai-gateway", "proxy", "router", "otel", "lb", "app")
-CONTAINERS = ("auto", "ndjson", "csv", "json", "parquet", "text", "otlp")
-
-
-@dataclass(frozen=True)
-class Col:
-    """Where one canonical column comes from.
-
-    ``fields`` are tried in order (first non-empty wins); ``regex`` then picks ``group`` out of
-    the value; ``values`` maps whole values (e.g. ``success`` -> ``200``); ``default`` fills a
-    missing value; ``unit``/``format`` steer timestamp and duration parsing. ``sql`` is a preset-only
-    escape hatch: a DuckDB expression over ``{v}`` (the value after the steps above) and
-    ``{f:<field>}`` (any other field's text).
-
-    Example:
-        >>> Col(fields=("status",), values={"success": "200"}).values["success"]
-        '200'
-    """
-
-    fields: tuple[str, ...] = ()
-    regex: str | None = None
-    group: int = 1
-    values: dict[str, str] | None = None
-    default: str | None = None
-    unit: str | None = None
-    format: str | None = None
-    sql: str | None = None
-    extra_fields: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Spec:
-    """A complete description of one gateway log format.
-
-    Example:
-        >>> PRESETS["litellm"].columns["tenant_id"].fields
-        ('team_id',)
-    """
-
-    name: str
-    layer: str
-    columns: dict[str, Col]
-    description: str = ""
-    container: str = "auto"
-    #: regex with named groups for text logs; each group becomes a field of that name
-    line_regex: str | None = None
-    #: rows failing this DuckDB condition (over {f:<field>}) are rejected with ``keep_reason``
-    keep_sql: str | None = None
-    keep_reason: str = ""
-    #: fields of which at least one must exist somewhere in a file (else MissingFieldError)
-    required: tuple[str, ...] = ()
-    #: key in the preset/mapping to fix when a required field is missing
-    fix_key: str = ""
-    #: detection: every group must have a key present in a sample record
-    signature: tuple[tuple[str, ...], ...] = ()
-    #: documentation of the fields read and the derivations (for docs and --help)
-    notes: str = ""
-    #: tz of zone-less values declared by a mapping (overrides the ingest tz)
-    tz: str | None = None
-    source: str = "preset"
-    options: dict[str, Any] = field(default_factory=dict)
-
-    def all_fields(self) -> list[str]:
-        """Every source field the spec reads, in first-use order (no duplicates)."""
-        out: list[str] = []
-        for col in self.columns.values():
-            for f in (*col.fields, *col.extra_fields):
-                if f not in out:
-                    out.append(f)
-        for f in re.findall(r"\{f:([^}]+)\}", self.keep_sql or ""):
-            if f not in out:
-                out.append(f)
-        return out
-
-
-def json_path(field_name: str) -> str:
-    """The DuckDB JSON path of a field: ``$``-paths as given, other names as one quoted key.
-
-    Example:
-        >>> json_path("gen_ai.usage.input_tokens")
-        '$."gen_ai.usage.input_tokens"'
-        >>> json_path('$.RequestHeaders."x-request-id"')
-        '$.RequestHeaders."x-request-id"'
-    """
-    if field_name.startswith("$"):
-        return field_name
-    return '$."' + field_name.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-# -- presets ------------------------------------------------------------------------------------
-
-TENANT_META_KEYS = ("tenant", "tenant_id", "tenantId", "customer", "customer_id", "account_id",
-                     "accountId", "team_id", "user", "user_id", "userId")
-
-
-def meta_tenant(meta_fields: tuple[str, ...], keys: tuple[str, ...] = TENANT_META_KEYS) -> Col:
-    """Tenant from keys inside a metadata field (a JSON-encoded string or an object).
-
-    Example:
-        >>> print(meta_tenant(("metadata",), ("team",)).sql)
-        coalesce(gw_json_get({v}, '$."team"'))
-    """
-    # metadata is a JSON-encoded string (REST) or an object (Logpush, unless encrypted): both come
-    # out of json_extract_string as JSON text; the first tenant-like key wins.
-    paths = ", ".join(f"gw_json_get({{v}}, '{json_path(k)}')" for k in keys)
-    return Col(fields=meta_fields, sql=f"coalesce({paths})")
-
-
-#: SQL snippets over {v}: the path without its query, the rest after a marker, the path segment
-#: after a marker. split_part/strpos rather than capturing regexes: measured on a million rows,
-#: a regexp_extract costs 3-4 times as much, and this runs on every row of every edge log.
 NO_QUERY = "CASE WHEN contains({v}, '?') THEN left({v}, strpos({v}, '?') - 1) ELSE {v} END"
 REST_AFTER = "nullif(split_part(split_part({{v}}, '{marker}', 2), '?', 1), '')"
 SEGMENT_AFTER = "nullif(split_part(split_part(split_part({{v}}, '{marker}', 2), '/', 1), '?', 1), '')"
@@ -429,134 +265,51 @@ _add(Spec(
 ))
 
 
-# -- TOML mappings ------------------------------------------------------------------------------
-
-_COL_KEYS = {"field", "fields", "regex", "group", "map", "default", "unit", "format"}
 
 
-def _col_from_toml(name: str, value: Any, where: str) -> Col:
-    if isinstance(value, str):
-        return Col(fields=(value,))
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return Col(fields=tuple(value))
-    if not isinstance(value, dict):
-        raise MappingError(f"column {name!r} must be a field name, a list of fields or a table",
-                           where=where, hint='e.g. request_id = "$.req.id"')
-    unknown = set(value) - _COL_KEYS
-    if unknown:
-        raise MappingError(f"column {name!r} has unknown keys {sorted(unknown)}", where=where,
-                           hint=f"allowed: {', '.join(sorted(_COL_KEYS))}")
-    fields = value.get("fields", value.get("field"))
-    if isinstance(fields, str):
-        fields = [fields]
-    if not fields or not all(isinstance(f, str) for f in fields):
-        raise MappingError(f"column {name!r} needs 'field' (or 'fields')", where=where,
-                           hint='e.g. tenant_id = { field = "$.headers.x-tenant" }')
-    regex = value.get("regex")
-    if regex is not None:
-        try:
-            compiled = re.compile(regex)
-        except re.error as exc:
-            raise MappingError(f"column {name!r}: invalid regex {regex!r}: {exc}", where=where) from exc
-        if "'" in regex:
-            raise MappingError(f"column {name!r}: regex may not contain a single quote", where=where)
-    unit = value.get("unit")
-    if unit is not None and unit not in UNITS:
-        raise MappingError(f"column {name!r}: unit must be one of {', '.join(UNITS)}", where=where)
-    mapping = value.get("map")
-    if mapping is not None and not isinstance(mapping, dict):
-        raise MappingError(f"column {name!r}: map must be a table of value = replacement", where=where)
-    group = int(value.get("group", 1 if regex is None or compiled.groups else 0))
-    return Col(
-        fields=tuple(fields),
-        regex=regex,
-        group=group,
-        values={str(k): str(v) for k, v in mapping.items()} if mapping else None,
-        default=None if value.get("default") is None else str(value["default"]),
-        unit=unit,
-        format=value.get("format"),
-    )
-
-
-def load_mapping_text(text: str, name: str) -> Spec:
-    """Compile the text of a TOML mapping file into a :class:`Spec`.
+def resolve_spec(format: str) -> Spec | None:
+    """The preset or mapping named by ``format`` (None for 'auto').
 
     Example:
-        >>> spec = load_mapping_text('''
-        ... [gateway]
-        ... layer = "proxy"
-        ... [columns]
-        ... ts_start = { field = "started", unit = "ms" }
-        ... tenant_id = { field = "$.consumer.username", regex = "^team-(.*)$" }
-        ... ''', "kong.toml")
-        >>> spec.layer, spec.columns["tenant_id"].regex
-        ('proxy', '^team-(.*)$')
-    """
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise MappingError(f"not valid TOML: {exc}", where=name, hint="check the mapping file's syntax") from exc
-    unknown = set(doc) - {"gateway", "columns"}
-    if unknown:
-        raise MappingError(f"unknown sections {sorted(unknown)}", where=name,
-                           hint="a mapping has a [gateway] table and a [columns] table")
-    gw = doc.get("gateway", {})
-    cols = doc.get("columns")
-    if not isinstance(cols, dict) or not cols:
-        raise MappingError("missing [columns] table", where=name,
-                           hint='map canonical columns to fields, e.g. ts_start = "time"')
-    bad = set(cols) - set(MAPPABLE_COLUMNS)
-    if bad:
-        raise MappingError(f"unknown canonical columns {sorted(bad)}", where=name,
-                           hint=f"allowed: {', '.join(MAPPABLE_COLUMNS)}")
-    if "ts_start" not in cols and "ts_end" not in cols:
-        raise MappingError("a mapping needs ts_start or ts_end", where=name,
-                           hint='add e.g. ts_start = "timestamp"')
-    gw_unknown = set(gw) - {"name", "layer", "container", "line_regex", "tz", "required", "description"}
-    if gw_unknown:
-        raise MappingError(f"unknown [gateway] keys {sorted(gw_unknown)}", where=name,
-                           hint="allowed: name, layer, container, line_regex, tz, required, description")
-    container = gw.get("container", "auto")
-    if container not in CONTAINERS:
-        raise MappingError(f"container must be one of {', '.join(CONTAINERS)}", where=name)
-    line_regex = gw.get("line_regex")
-    if line_regex is not None:
-        try:
-            groups = re.compile(line_regex).groupindex
-        except re.error as exc:
-            raise MappingError(f"invalid line_regex: {exc}", where=name) from exc
-        if not groups:
-            raise MappingError("line_regex needs named groups, e.g. (?P<ts>\\S+)", where=name)
-        if "'" in line_regex:
-            raise MappingError("line_regex may not contain a single quote", where=name)
-        container = "text"
-    columns = {k: _col_from_toml(k, v, f"{name} [columns].{k}") for k, v in cols.items()}
-    ts_col = columns.get("ts_start") or columns["ts_end"]
-    required = tuple(gw.get("required", ("|".join(ts_col.fields),)))
-    return Spec(
-        name=f"mapping:{Path(name).name}",
-        layer=str(gw.get("layer", "edge")),
-        columns=columns,
-        description=str(gw.get("description", gw.get("name", Path(name).stem))),
-        container=container,
-        line_regex=line_regex,
-        required=required,
-        fix_key=f"{Path(name).name} [columns]",
-        tz=gw.get("tz"),
-        source=str(name),
-    )
-
-
-def load_mapping(path: str | Path) -> Spec:
-    """Read and compile a TOML mapping file.
-
-    Example:
-        >>> load_mapping("missing.toml")
+        >>> resolve_spec("litellm").layer
+        'proxy'
+        >>> resolve_spec("nope")
         Traceback (most recent call last):
         ...
-        forensics.errors.MappingError: missing.toml: mapping file not found (check the path)
+        forensics.errors.ParameterError: unknown gateway format 'nope' (use auto, cloudflare-http, cloudflare-ai-gateway, nginx-json, envoy, litellm, otel, smg-router, or a mapping .toml file)
     """
-    p = Path(path)
-    if not p.is_file():
-        raise MappingError("mapping file not found", where=str(path), hint="check the path")
-    return load_mapping_text(p.read_text(encoding="utf-8"), str(path))
+    if format == "auto":
+        return None
+    if format in PRESETS:
+        return PRESETS[format]
+    if format.endswith(".toml") or Path(format).is_file():
+        return load_mapping(format)
+    raise ParameterError(
+        f"unknown gateway format {format!r}",
+        hint=f"use auto, {', '.join(PRESETS)}, or a mapping .toml file",
+    )
+
+
+def apply_options(spec: Spec, options: dict[str, Any]) -> Spec:
+    """Return ``spec`` with the tenant/layer options applied.
+
+    Example:
+        >>> apply_options(PRESETS["litellm"], {"tenant_field": "end_user"}).columns["tenant_id"].fields
+        ('end_user',)
+    """
+    cols = dict(spec.columns)
+    if options.get("tenant_field"):
+        cols["tenant_id"] = Col(fields=(str(options["tenant_field"]),))
+    if options.get("tenant_header"):
+        name = str(options["tenant_header"])
+        cols["tenant_id"] = Col(fields=(f"$.RequestHeaders.{json_path(name)[2:]}",),
+                                extra_fields=("RequestHeaders",),
+                                sql=f"coalesce({{v}}, gw_json_get({{f:RequestHeaders}}, {lit(json_path(name))}))")
+    if options.get("tenant_key"):
+        cols["tenant_id"] = meta_tenant(spec.columns.get("tenant_id", Col()).fields or ("metadata",),
+                                        (str(options["tenant_key"]),))
+    if options.get("tenant_attribute"):
+        a = json_path(str(options["tenant_attribute"]))[2:]
+        cols["tenant_id"] = Col(fields=(f"$.attributes.{a}", f"$.resource.{a}"))
+    layer = str(options["layer"]) if options.get("layer") else spec.layer
+    return replace(spec, columns=cols, layer=layer)

@@ -1,0 +1,221 @@
+"""The fast path: NDJSON files parsed by DuckDB's ``read_json`` (the parser a bare load uses).
+
+Its row number is the physical line number only when a file has no blank line, so each file is
+hashed and its lines counted in one pass beside the load (:func:`scan_file`) and the counts
+compared before the rows are kept.
+"""
+
+from __future__ import annotations
+
+import io
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, cast
+
+from forensics.sources.files import compression_of, count_newlines, decompressing
+from forensics.sources.gateway.load import Counts, Item, commit_point, finish_load
+from forensics.sources.gateway.numbering import number_by_position, positional_ok, raw_lines
+from forensics.sources.gateway.readers import duck_compression, lit
+from forensics.sources.gateway.sniffing import FilePlan
+from forensics.sources.gateway.sql import build_insert_sql, top_level
+
+if TYPE_CHECKING:
+    from forensics.case import Case
+
+
+def fast_path_ok(plan: FilePlan) -> bool:
+    """True when DuckDB's own NDJSON reader can parse this file (see :func:`read_json_source`).
+
+    Gzip qualifies: DuckDB decompresses on one thread while the others parse, and the line count
+    that proves its numbering comes from ISA-L beside it (see :func:`scan_file`); measured on 5 M
+    rows, 18.4 s through the line reader, 13.2 s this way (bare read_json: 8.9 s).
+
+    Example:
+        >>> from forensics.sources.gateway import PRESETS, Sniff
+        >>> fast_path_ok(FilePlan(Path("a"), PRESETS["cloudflare-http"], Sniff("ndjson", "none", [], set(), []), None))
+        True
+    """
+    if plan.sniff.container != "ndjson" or plan.spec.container == "otlp" or plan.spec.line_regex:
+        return False
+    if plan.sniff.compression not in ("none", "gzip"):
+        # zstd: the line reader (DuckDB's zstd reading of multi-frame files is not proven here)
+        return False
+    keys = [top_level(f)[0] for f in plan.spec.all_fields()]
+    # DuckDB column names are case-insensitive: Metadata and metadata cannot both be columns
+    return len({k.lower() for k in set(keys)}) == len(set(keys))
+
+
+def read_json_source(plan: FilePlan, paths: list[str], comp: str, file_ids: list[int],
+                      positional: bool = False) -> str:
+    """SQL of ``(fid, rn, line, f)`` parsed by ``read_json`` (the parser a bare load uses).
+
+    Every physical line becomes a row (unparseable ones all NULL) except blank lines, which the
+    reader skips: the caller checks each file's row count against its line count. Several files
+    (of one spec and compression) are read by one scan, in parallel, ``file_ids`` in their order.
+    """
+    fields = plan.spec.all_fields()
+    keys = list(dict.fromkeys(top_level(f)[0] for f in fields))
+    cols = "{" + ", ".join(f"{lit(k)}: 'VARCHAR'" for k in keys) + "}"
+
+    def ref(field_name: str) -> str:
+        key, sub = top_level(field_name)
+        ident = '"' + key.replace('"', '""') + '"'
+        # a nested object arrives as JSON text (or as a plain string, which try() turns to NULL)
+        return ident if sub is None else f"try(json_extract_string({ident}, {lit(sub)}))"
+
+    f = ", ".join(f"{ref(x)} AS f{i}" for i, x in enumerate(fields, start=1))
+    fid = (str(int(file_ids[0])) if len(file_ids) == 1
+           else f"[{', '.join(str(int(i)) for i in file_ids)}][CAST(file_index AS BIGINT) + 1]")
+    return (
+        f"SELECT {fid} AS fid, {'0::BIGINT' if positional else 'row_number() OVER ()'} AS rn, "
+        f"NULL::VARCHAR AS line, true AS parsed, {f} "
+        f"FROM read_json([{', '.join(lit(p) for p in paths)}], format='newline_delimited', "
+        f"ignore_errors=true, columns={cols}, compression={lit(duck_compression(comp))})"
+    )
+
+
+@dataclass
+class Scan:
+    """One pass over a file's bytes: sha256, physical line count, seek points (see :func:`scan_file`).
+
+    Blank lines are not looked for: ``read_json`` skips them, so a file that has any shows fewer
+    rows than lines, and is then re-read line by line.
+    """
+
+    sha: str = ""
+    lines: int = 0
+    #: (byte offset, lines before it) every few MB of a plain file, to fetch a line without a full read
+    marks: list[tuple[int, int]] | None = None
+    #: the decompressed stream ended early (truncated or corrupt): ``lines`` counts the readable part
+    damaged: bool = False
+
+
+class _HashingReader(io.RawIOBase):
+    """A read-only file that hashes every byte read through it (the compressed bytes, for sha256)."""
+
+    def __init__(self, raw: IO[bytes], h: Any) -> None:
+        self.raw, self.h = raw, h
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        n = self.raw.readinto(buf)  # type: ignore[attr-defined]
+        if n:
+            self.h.update(memoryview(buf)[:n])
+        return int(n or 0)
+
+
+def scan_file(path: Path) -> Scan:
+    """Hash the file and count its decompressed lines in one pass (runs beside the load).
+
+    Gzip is inflated with ISA-L (``isal``): ~3 GB/s of output against ~0.5 GB/s for zlib, which
+    is what makes counting the lines of a large .gz beside its load affordable.
+
+    Example:
+        >>> import tempfile; p = Path(tempfile.mkdtemp()) / "a"; _ = p.write_bytes(b"a\\n\\nb")
+        >>> scan_file(p).lines
+        3
+    """
+    import hashlib
+
+    import zstandard
+
+    h = hashlib.sha256()
+    comp = compression_of(path)
+    out = Scan(marks=[] if comp == "none" else None)
+    last = b""
+    total = 0
+
+    def feed(data: bytes) -> None:
+        nonlocal last, total
+        if not data:
+            return
+        if out.marks is not None:
+            out.marks.append((total, out.lines))
+        total += len(data)
+        out.lines += count_newlines(data)
+        last = data
+
+    with open(path, "rb") as fh:
+        if comp == "none":
+            while block := fh.read(1 << 22):
+                h.update(block)
+                feed(block)
+        else:
+            try:
+                with decompressing(cast(IO[bytes], _HashingReader(fh, h)), comp) as z:
+                    while data := z.read(1 << 22):
+                        feed(data)
+            except (OSError, EOFError, zlib.error, zstandard.ZstdError):
+                out.damaged = True  # the loader reports the damage
+            while block := fh.read(1 << 22):  # hash what the decompressor did not read
+                h.update(block)
+    if total and not last.endswith(b"\n"):
+        out.lines += 1
+    out.sha = h.hexdigest()
+    return out
+
+
+def load_fast(case: Case, items: list[Item], tz: str) -> dict[int, Counts] | None:
+    """Load NDJSON files through one ``read_json``; None when their rows do not match their lines.
+
+    ``read_json`` skips blank lines, so its row number is the physical line number only when a
+    file has none: each file's row count is checked against :func:`scan_file`'s line count
+    (``Item.scan``, computed beside the load). Lines it could not parse come back as all-NULL
+    rows, are rejected, and get their raw bytes (and reasons) from the source file afterwards.
+    None also when the rows cannot be numbered by position: the caller drops them and reloads
+    through the line reader.
+    """
+    con = case.con
+    plan = items[0].plan
+    positional = positional_ok(con)
+    ids = [it.file_id for it in items]
+    id_list = ", ".join(str(i) for i in ids)
+    source = read_json_source(plan, [it.read_path for it in items], items[0].comp, ids, positional)
+    con.execute(build_insert_sql(plan, read_path=items[0].read_path, comp=items[0].comp, rejects=items[0].rejects,
+                                 file_id=ids[0], tz=tz, parsed=True, source=source))
+    scans = {it.file_id: it.get_scan() for it in items}
+    got = dict(con.execute(f"SELECT file_id, count(*) FROM gateway_requests WHERE file_id IN ({id_list}) "
+                           f"GROUP BY file_id").fetchall())
+    if any(int(got.get(i, 0)) != sc.lines or sc.damaged for i, sc in scans.items()):
+        return None  # a blank line shifted the numbering; a damaged stream is salvaged by the line path
+    commit_point(con)
+    if positional and not number_by_position(con, ids):
+        return None
+    bad = con.execute(f"SELECT file_id, line_no FROM gateway_requests WHERE file_id IN ({id_list}) "
+                      f"AND ts_start IS NULL ORDER BY file_id, line_no").fetchall()
+    if bad:
+        by_file: dict[int, set[int]] = {}
+        for fid, ln in bad:
+            by_file.setdefault(int(fid), set()).add(int(ln))
+        text: list[tuple[int, int, str]] = []
+        repair: list[tuple[int, int, str]] = []
+        for it in items:
+            wanted = by_file.get(it.file_id)
+            if not wanted:
+                continue
+            raws = raw_lines(Path(it.read_path), it.comp, wanted, scans[it.file_id].marks)
+            for ln in sorted(wanted):
+                raw = raws.get(ln, b"")
+                try:
+                    text.append((it.file_id, ln, raw.decode("utf-8")))
+                except UnicodeDecodeError:
+                    repair.append((it.file_id, ln, raw.decode("utf-8", errors="replace")))
+        con.execute("CREATE OR REPLACE TEMP TABLE gw_rawtext (fid INTEGER, rn BIGINT, line VARCHAR)")
+        if text:
+            con.executemany("INSERT INTO gw_rawtext VALUES (?, ?, ?)", text)
+            con.execute("UPDATE gateway_requests g SET in_band_error = r.line FROM gw_rawtext r "
+                        "WHERE g.file_id = r.fid AND g.line_no = r.rn AND g.ts_start IS NULL")
+        if repair:
+            # non-UTF-8 bytes (say in a user-agent): parse the line with U+FFFD in their place
+            con.execute("DELETE FROM gw_rawtext")
+            con.executemany("INSERT INTO gw_rawtext VALUES (?, ?, ?)", repair)
+            con.execute("DELETE FROM gateway_requests g WHERE g.ts_start IS NULL AND EXISTS "
+                        "(SELECT 1 FROM gw_rawtext r WHERE r.fid = g.file_id AND r.rn = g.line_no)")
+            con.execute(build_insert_sql(plan, read_path=items[0].read_path, comp=items[0].comp,
+                                         rejects=items[0].rejects, file_id=ids[0], tz=tz,
+                                         source="SELECT fid, rn, line FROM gw_rawtext"))
+        con.execute("DROP TABLE gw_rawtext")
+    return finish_load(case, items, {}, tz)
