@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO   := demo_output
 
-.PHONY: setup demo test lint typecheck unit lab bench clean
+.PHONY: setup demo test lint typecheck unit golden lab bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=python3.11)")'
@@ -35,6 +35,10 @@ typecheck: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+## golden: rewrite tests/golden/* from the current code (review the diff; explain it in the commit)
+golden: $(STAMP)
+	$(BIN)/python -m pytest -q -m golden --update-golden tests
 
 ## lab: JupyterLab on notebooks/ with the project's environment
 lab: $(STAMP)

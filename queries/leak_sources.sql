@@ -69,6 +69,8 @@ src_gw AS (
            g.file_id, g.line_no, g.ts_end,
            ROW_NUMBER() OVER (PARTITION BY h.node, h.rid
                               ORDER BY CASE g.layer WHEN 'edge' THEN 1 WHEN 'router' THEN 3 ELSE 2 END,
+                                       -- a redirect the client followed never reached the engine
+                                       CASE WHEN g.status BETWEEN 300 AND 399 THEN 1 ELSE 0 END,
                                        h.prio, g.ts_start, g.file_id, g.line_no) AS rn
     FROM src_hits h
     JOIN gateway_requests_unique g ON g.file_id = h.file_id AND g.line_no = h.line_no

@@ -108,6 +108,8 @@ cand_gw AS (
         SELECT i.decode_node, i.decode_rid, g.file_id, g.line_no,
                ROW_NUMBER() OVER (PARTITION BY i.decode_node, i.decode_rid
                                   ORDER BY CASE g.layer WHEN 'edge' THEN 1 WHEN 'router' THEN 3 ELSE 2 END,
+                                           -- a redirect the client followed never reached the engine
+                                           CASE WHEN g.status BETWEEN 300 AND 399 THEN 1 ELSE 0 END,
                                            i.prio, g.ts_start, g.file_id, g.line_no) AS rn
         FROM cand_ids i
         JOIN (

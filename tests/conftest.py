@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from forensics.case import Case
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data"
+GOLDEN = ROOT / "tests" / "golden"
 
 CTX = 1_048_576
 POOL_BAD = 681_280
@@ -202,3 +203,39 @@ def sample_case(sample_case_path: Path) -> Iterator[Case]:
     case = forensics.open_case(sample_case_path, read_only=True)
     yield case
     case.close()
+
+
+# -- golden files -----------------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden", action="store_true", default=False,
+        help="rewrite tests/golden/* from the current code instead of comparing (make golden)",
+    )
+
+
+GoldenCheck = Callable[[str, str], None]
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest) -> GoldenCheck:
+    """Compare a text with ``tests/golden/<name>``; a missing golden file is a failure.
+
+    Only ``make golden`` (``pytest --update-golden -m golden``) rewrites them, and a test that
+    rewrote its file is reported as skipped, never as passed.
+    """
+    update = bool(request.config.getoption("--update-golden"))
+
+    def check(name: str, text: str) -> None:
+        path = GOLDEN / name
+        if update:
+            path.write_text(text, encoding="utf-8")
+            pytest.skip(f"tests/golden/{name} rewritten: review the diff and explain it in the commit")
+        assert path.is_file(), f"tests/golden/{name} is missing: run make golden, review and commit it"
+        assert text == path.read_text(encoding="utf-8"), (
+            f"output differs from tests/golden/{name}; if the change is intended, run make golden "
+            "and explain the difference in the commit"
+        )
+
+    return check

@@ -2,31 +2,48 @@
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import GoldenCheck
 
 from forensics.case import Case
 from forensics.outputs.report import impact_report, probing_tenants
 
-GOLDEN = Path(__file__).parent / "golden" / "impact_report.md"
+
+@pytest.mark.golden
+def test_impact_report_matches_golden(sample_case: Case, golden: GoldenCheck) -> None:
+    golden("impact_report.md", impact_report(sample_case))
 
 
-def test_impact_report_matches_golden(sample_case: Case) -> None:
-    text = impact_report(sample_case)
-    if os.environ.get("FORENSICS_UPDATE_GOLDEN"):
-        GOLDEN.write_text(text, encoding="utf-8")
-    assert text == GOLDEN.read_text(encoding="utf-8"), "set FORENSICS_UPDATE_GOLDEN=1 to accept a change"
+def _summary(text: str) -> dict[str, str]:
+    """The Summary table of a report: question (without the command) -> answer."""
+    rows = {}
+    part = text.split("## Summary", 1)[1].split("\n## ", 1)[0]
+    for line in part.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0] not in ("question", "---"):
+            rows[re.sub(r" \(`.*`\)", "", cells[0])] = cells[1]
+    return rows
 
 
 def test_impact_report_states_the_truths_numbers(sample_case: Case, sample_truth: dict[str, Any]) -> None:
-    text = impact_report(sample_case)
-    assert f"**{len(sample_truth['leaks'])} confirmed**" in text
-    assert f"**{len(sample_truth['affected_tenants'])}**" in text
-    assert f"{sample_truth['admission_limit']:,} tokens or more" in text
+    rows = _summary(impact_report(sample_case))
+    n_conf, n_susp = len(sample_truth["leaks"]), len(sample_truth["suspected"])
+    assert rows["Affected responses"].startswith(f"**{n_conf} confirmed**, {n_susp} suspected (no engine evidence)")
+    assert rows["Tenants that received others' data"] == f"**{len(sample_truth['affected_tenants'])}**"
+    limits = ", ".join(f"{v:,}" for v in sample_truth["admission_limits"])
+    assert rows["Threshold"].startswith(f"prompts of **{limits} tokens or more**")
+    nodes = {w["node"] for w in sample_truth["exposure_windows"]}
+    assert rows["Exposed?"].startswith(f"**yes**: {len(nodes)} node(s)")
+    win = sample_truth["fleet_window"]
+    assert rows["Exposure window"] == (
+        f"{win['start_utc'][:19].replace('T', ' ')} UTC to {win['end_utc'][:19].replace('T', ' ')} UTC")
+    sources = {s["tenant_id"] for leak in sample_truth["leaks"] for s in leak["possible_sources"]
+               if not s["same_tenant"]}
+    assert rows["Tenants whose data may have been exposed"].startswith(f"{len(sources)} (")
+    assert rows["Abuse evident?"].startswith("no" if not sample_truth["abuse_evident"] else "possible")
 
 
 @pytest.mark.parametrize(

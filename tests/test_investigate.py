@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -33,22 +34,79 @@ def investigated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def _truth_rows(truth: dict[str, Any], key: str) -> int:
+    """How many data rows an output must have on the sample, from truth.json alone."""
+    if key == "affected":
+        return len(truth["leaks"]) + len(truth["suspected"])
+    if key == "tenants":
+        return len(truth["affected_tenants"])
+    if key == "windows":  # one per node window and the fleet row
+        return len(truth["exposure_windows"]) + 1
+    if key == "starts":
+        return sum(len(n["starts"]) for n in truth["nodes"].values())
+    if key == "sources":  # suspected responses have no known decode node: no sources
+        return sum(len(leak["possible_sources"]) for leak in truth["leaks"])
+    if key == "notify":  # recipients and cross-tenant sources
+        return len(set(truth["affected_tenants"]) | {
+            s["tenant_id"] for leak in truth["leaks"] for s in leak["possible_sources"] if not s["same_tenant"]})
+    if key == "files":
+        return len(truth["counts"]["files"])
+    raise KeyError(key)
+
+
+# each CSV: its key column and the number of rows truth.json implies (None: at least one row)
+CSV_ROWS = [
+    ("affected_requests.csv", "request_id", "affected"),
+    ("affected_tenants.csv", "tenant_id", "tenants"),
+    ("exposure_windows.csv", "scope", "windows"),
+    ("pool_audit.csv", "node", "starts"),
+    ("leak_sources.csv", "source_request_id", "sources"),
+    ("notifications.csv", "tenant_id", "notify"),
+    ("hidden_errors.csv", "request_id", None),
+    ("token_mismatch.csv", "mismatch", None),
+    ("post_fix_check.csv", "check", None),
+    ("ingest_summary.csv", "file", "files"),
+]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", EXPECTED_OUTPUTS)
+@pytest.mark.parametrize(("name", "column", "rows"), CSV_ROWS, ids=[c[0] for c in CSV_ROWS])
+def test_investigate_csv_has_its_rows(investigated: Path, sample_truth: dict[str, Any], name: str,
+                                      column: str, rows: str | None) -> None:
+    """Not just a file: a header with the key column and the rows the sample's truth implies."""
+    with open(investigated / name, newline="", encoding="utf-8") as fh:
+        data = list(csv.DictReader(fh))
+    assert data, f"{name} has no data rows"
+    assert all(r[column] not in ("", None) for r in data), column
+    if rows is not None:
+        assert len(data) == _truth_rows(sample_truth, rows), name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in EXPECTED_OUTPUTS if not n.endswith(".csv")])
 def test_investigate_writes(investigated: Path, name: str) -> None:
-    assert (investigated / name).stat().st_size > 0
+    text = (investigated / name).read_text(encoding="utf-8")
+    if name.endswith(".html"):
+        assert "<html" in text.lower() and "vega" in text.lower(), name
+    elif name.endswith(".json"):
+        assert json.loads(text), name
+    else:
+        assert text.startswith("# "), name
 
 
 @pytest.mark.slow
 def test_investigate_affected_equals_truth(investigated: Path, sample_truth: dict[str, Any]) -> None:
     with open(investigated / "affected_requests.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
-    assert {r["request_id"] for r in rows} == {leak["request_id"] for leak in sample_truth["leaks"]}
+    got = {(r["request_id"], r["confidence"]) for r in rows}
+    assert got == {(leak["request_id"], "confirmed") for leak in sample_truth["leaks"]} | {
+        (s["request_id"], "suspected") for s in sample_truth["suspected"]}
 
 
 @pytest.mark.slow
 def test_investigate_report_equals_golden(investigated: Path) -> None:
     golden = Path(__file__).parent / "golden" / "impact_report.md"
+    assert golden.is_file(), "tests/golden/impact_report.md is missing: run make golden"
     text = (investigated / "impact_report.md").read_text(encoding="utf-8")
     # the case file name differs between the two runs; everything else is identical
     assert text.replace("`case.duckdb`", "`CASE`") == golden.read_text(encoding="utf-8").replace(

@@ -2,32 +2,37 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+from conftest import GoldenCheck
+
 from forensics.case import Case
 from forensics.outputs.export import write_output
-from forensics.outputs.notifications import COLUMNS, notifications
+from forensics.outputs.notifications import notifications
 
 GOLDEN = Path(__file__).parent / "golden" / "notifications.csv"
 
 
-def test_notifications_csv_matches_golden(sample_case: Case, tmp_path: Path) -> None:
+@pytest.mark.golden
+def test_notifications_csv_matches_golden(sample_case: Case, tmp_path: Path, golden: GoldenCheck) -> None:
     out = tmp_path / "n.csv"
     write_output(notifications(sample_case), "csv", out)
-    if os.environ.get("FORENSICS_UPDATE_GOLDEN"):
-        GOLDEN.write_text(out.read_text(encoding="utf-8"), encoding="utf-8")
-    assert out.read_text(encoding="utf-8") == GOLDEN.read_text(encoding="utf-8")
+    golden("notifications.csv", out.read_text(encoding="utf-8"))
 
 
 def test_recipients_are_exactly_the_truths_affected_tenants(sample_case: Case, sample_truth: dict[str, Any]) -> None:
     df = notifications(sample_case)
-    assert list(df.columns) == COLUMNS
     recipients = df[df["notify_as"].str.contains("recipient")]
-    assert dict(zip(recipients["tenant_id"], recipients["n_responses_received"], strict=True)) == sample_truth["affected_tenants"]
+    got = {r.tenant_id: (r.n_responses_received, r.n_confirmed, r.n_suspected) for r in recipients.itertuples()}
+    expected = {t: (c["confirmed"] + c["suspected"], c["confirmed"], c["suspected"])
+                for t, c in sample_truth["affected_tenants"].items()}
+    assert got == expected
+    # a suspected-only recipient is notified as one
+    assert any(c["confirmed"] == 0 for c in sample_truth["affected_tenants"].values())
 
 
 def test_sources_are_exactly_the_truths_cross_tenant_sources(sample_case: Case, sample_truth: dict[str, Any]) -> None:
@@ -49,4 +54,5 @@ def test_notifications_cli(sample_case_path: Path, tmp_path: Path) -> None:
         capture_output=True, text=True,
     )
     assert res.returncode == 0, res.stderr
+    assert GOLDEN.is_file(), "tests/golden/notifications.csv is missing: run make golden"
     assert out.read_text(encoding="utf-8") == GOLDEN.read_text(encoding="utf-8")

@@ -114,6 +114,9 @@ def test_limits_and_windows(sample: tuple[Path, dict[str, Any]]) -> None:
                 exposed.append((name, st["ts_utc"]))
     assert sorted(exposed) == sorted((w["node"], w["start_utc"]) for w in truth["exposure_windows"])
     assert {w["node"] for w in truth["exposure_windows"]} == {"prefill-0", "prefill-1"}
+    # two exposed configurations: prefill-1 was re-tuned into a second, still exposed, pool
+    assert truth["admission_limits"] == [681274, 777786]
+    assert [w["admission_limit"] for w in truth["exposure_windows"] if w["node"] == "prefill-1"] == [681274, 777786]
     fw = truth["fleet_window"]
     assert fw["start_utc"] == min(w["start_utc"] for w in truth["exposure_windows"])
     assert fw["end_utc"] == max(w["end_utc"] for w in truth["exposure_windows"])
@@ -153,10 +156,10 @@ def test_leaks_have_evidence(sample: tuple[Path, dict[str, Any]]) -> None:
     for lk in leaks:
         rej = lines(lk["rejection_file"])[lk["rejection_line"] - 1].decode()
         assert lk["rejection_file"].startswith(f"engine/{lk['prefill_node']}/")
-        assert "exceeds the maximum allowed length (681274 tokens)" in rej
+        assert f"exceeds the maximum allowed length ({lk['admission_limit']} tokens)" in rej
         assert f"Input length ({lk['prompt_tokens']} tokens)" in rej
         assert f"self.rid='{lk['prefill_rid']}'" in rej
-        assert lk["prompt_tokens"] >= truth["admission_limit"]
+        assert lk["prompt_tokens"] >= lk["admission_limit"] >= truth["admission_limit"]
         gw = lines(lk["gateway_file"])[lk["gateway_line"] - 1].decode()
         if lk["layer"] == "edge":
             rec = json.loads(gw)
@@ -182,9 +185,10 @@ def test_leaks_have_evidence(sample: tuple[Path, dict[str, Any]]) -> None:
             assert src["same_tenant"] == (src["tenant_id"] == lk["tenant_id"])
             assert src["decode_finish_utc"] <= lk["decode_receive_utc"]
     assert [lk["ts_utc"] for lk in leaks] == sorted(lk["ts_utc"] for lk in leaks)
-    counts: dict[str, int] = {}
-    for lk in leaks:
-        counts[lk["tenant_id"]] = counts.get(lk["tenant_id"], 0) + 1
+    counts: dict[str, dict[str, int]] = {}
+    for kind, rows in (("confirmed", leaks), ("suspected", truth["suspected"])):
+        for lk in rows:
+            counts.setdefault(lk["tenant_id"], {"confirmed": 0, "suspected": 0})[kind] += 1
     assert counts == truth["affected_tenants"]
 
 
@@ -205,7 +209,11 @@ def test_traps(sample: tuple[Path, dict[str, Any]]) -> None:
         assert traps[key], key
         assert not leak_ids & set(traps[key]), key
     assert set(traps["near_limit_leaks"]) <= leak_ids
-    assert len(traps["near_limit_leaks"]) == 5
+    # 681274, 681275, 681279, 681280, 681281 under the first limit; 777786 at the second
+    assert len(traps["near_limit_leaks"]) == 6
+    assert traps["under_node_limit_exposed"] and not leak_ids & set(traps["under_node_limit_exposed"])
+    assert [r["status"] for r in traps["redirect_3xx"]] == [308]
+    assert not leak_ids & {r["request_id"] for r in traps["redirect_3xx"]}
     assert set(traps["streamed_leaks"]) <= leak_ids and traps["streamed_leaks"]
     streamed = {lk["request_id"] for lk in truth["leaks"] if lk["streamed"]}
     assert streamed == set(traps["streamed_leaks"])
@@ -217,7 +225,8 @@ def test_traps(sample: tuple[Path, dict[str, Any]]) -> None:
 
 @pytest.mark.parametrize(
     ("prompt_tokens", "leaked"),
-    [(681273, False), (681274, True), (681275, True), (681279, True), (681280, True), (681281, True)],
+    [(681273, False), (681274, True), (681275, True), (681279, True), (681280, True), (681281, True),
+     (777785, False), (777786, True)],
 )
 def test_near_limit_table(small: tuple[Path, dict[str, Any]], prompt_tokens: int, leaked: bool) -> None:
     _, truth = small
@@ -271,7 +280,8 @@ def test_counts_match_files(sample: tuple[Path, dict[str, Any]]) -> None:
     assert sum(truth["counts"]["requests_by_layer"].values()) == total
     assert sum(truth["counts"]["requests_by_status"].values()) == total
     gw_records = sum(c["records"] - c["duplicates"] for r, c in files.items() if r.startswith("gateway/"))
-    assert gw_records == total
+    # every client request has one record, plus the edge's redirects the client followed
+    assert gw_records == total + truth["counts"]["gateway_redirect_records"]
 
 
 def _parts(d: Path, node: str) -> list[Path]:
@@ -328,3 +338,36 @@ def test_format_traps(
 def test_rejects_tiny_scale(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="requests"):
         generate(tmp_path, requests=50)
+
+
+def test_suspected_requests_have_gateway_evidence_only(sample: tuple[Path, dict[str, Any]]) -> None:
+    """The gateway-only requests: a 2xx record over the fleet limit, and no engine line of theirs."""
+    d, truth = sample
+    gap = truth["engine_log_gap"]
+    assert truth["suspected"], "the sample must contain gateway-only (suspected) requests"
+    engine = b"\n".join(b"\n".join(_lines(p)) for node in gap["nodes"] for p in _parts(d, node))
+    for sus in truth["suspected"]:
+        assert gap["start_utc"] <= sus["ts_utc"] < gap["end_utc"]
+        assert sus["prompt_tokens"] >= sus["admission_limit"] == truth["admission_limit"]
+        header = _lines(d / sus["gateway_file"])[0].decode().split(",")
+        raw = _lines(d / sus["gateway_file"])[sus["gateway_line"] - 1].decode()
+        row = dict(zip(header, next(csv.reader([raw])), strict=True))
+        assert (row["request_id"], row["status"], int(row["prompt_tokens"])) == (
+            sus["request_id"], "success", sus["prompt_tokens"])
+        assert sus["request_id"].encode() not in engine
+    assert {s["leaked_in_fact"] for s in truth["suspected"]} == {True, False}
+
+
+def test_engine_log_gap(sample: tuple[Path, dict[str, Any]]) -> None:
+    """No engine line inside the gap; the router kept logging through it."""
+    d, truth = sample
+    gap = truth["engine_log_gap"]
+    # engine lines are local time (UTC+8), router lines UTC
+    a = str(int(gap["start_utc"][11:13]) + 8).zfill(2)
+    local = gap["start_utc"][:11].replace("T", " ") + a
+    for node in truth["nodes"]:
+        text = b"\n".join(b"\n".join(_lines(p)) for p in _parts(d, node))
+        if node in gap["nodes"]:
+            assert f"[{local}:3".encode() not in text, node
+        else:
+            assert gap["start_utc"][:13].replace("T", " ").encode() + b":3" in text, node

@@ -37,6 +37,8 @@ from forensics.sample._world import (
     CF_STRING_TS,
     CONTEXT_NEW,
     DECODE,
+    ENGINE_LOG_GAP,
+    ENGINE_LOG_GAP_NODES,
     ENGINE_TZ,
     FAKE_BOOTSTRAP_HOST,
     GATEWAY_TZ,
@@ -59,13 +61,15 @@ from forensics.sample._world import (
     admission_limit,
     config_at,
     diurnal,
+    engine_log_lost,
+    fleet_limit_at,
     ms,
     serving,
     starts_of,
 )
 from forensics.sample._writers import FileWriter, RotatingSink
 
-GENERATOR_VERSION = "1.0.0"
+GENERATOR_VERSION = "1.1.0"
 LIMIT = admission_limit(CONTEXT_NEW, POOL_EXPOSED)  # 681274
 LONG_MIN = 400_000  # "long prompt" for trap bookkeeping
 
@@ -133,6 +137,7 @@ class Spec:
     wrap_router: bool = False
     note: str = ""
     long: bool = False
+    redirect: bool = False  # the client first hit the edge over http: a 308 record precedes the request
 
 
 class Generator:
@@ -168,9 +173,14 @@ class Generator:
                 "duplicate_records",
                 "malformed_lines",
                 "non_utf8_lines",
+                "redirect_3xx",
+                "under_node_limit_exposed",
             )
         }
+        self.suspected: dict[str, dict[str, Any]] = {}
+        self.lost_lines: dict[str, int] = {n: 0 for n in ENGINE_LOG_GAP_NODES}
         self.health_checks = 0
+        self.n_redirects = 0
         self.n_by_layer = {"edge": 0, "proxy": 0}
         self.n_by_status: dict[str, int] = {}
         self.req_counter = 0
@@ -336,6 +346,9 @@ class Generator:
             t = starts[min(i, len(starts) - 1)] + r.randrange(60_000)
             if ROLLING_QUIET[0] <= t < ROLLING_QUIET[1] or PRIVATE[0] <= t < PRIVATE[1]:
                 continue
+            # no random long request half in the engine log gap: the scripted ones are its story
+            if ENGINE_LOG_GAP[0] - (MAX_REQUEST_S + 60) * 1000 <= t < ENGINE_LOG_GAP[1] + 60_000:
+                continue
             if any(st.t_first - 60_000 <= t < st.t_ready + 60_000 for st in STARTS):
                 continue
             times.append(t)
@@ -357,14 +370,25 @@ class Generator:
             S(ms(2026, 9, 5, 4, 10, 55), K["L4"], LIMIT + 1, 388, False, "prefill-0", "decode-1", note="limit+1"),
             S(ms(2026, 9, 6, 6, 0, 20), K["L5"], 681279, 2048, True, "prefill-1", "decode-1", note="681279"),
             S(ms(2026, 9, 6, 7, 30, 44), K["L6"], 681280, 733, True, "prefill-0", "decode-0", note="681280"),
-            S(ms(2026, 9, 7, 2, 0, 9), K["P0"], 681281, 455, False, "prefill-1", "decode-0", note="681281"),
+            S(ms(2026, 9, 7, 2, 0, 9), K["P0"], 681281, 455, False, "prefill-0", "decode-0", note="681281"),
+            # prefill-1's second exposed configuration (limit 777786): over the fleet limit but
+            # under this node's own limit is admitted in full; at its limit the placeholder path
+            S(ms(2026, 9, 7, 8, 30, 12), K["L5"], 777785, 600, False, "prefill-1", "decode-0", note="node limit-1"),
+            S(ms(2026, 9, 7, 9, 0, 40), K["L6"], 777786, 512, False, "prefill-1", "decode-1", note="node limit"),
+            # in the engine log gap: gateway records only (the proxy logs token counts)
+            S(ms(2026, 9, 7, 4, 12, 31), K["P2"], 700000, 512, False, "prefill-0", "decode-1", note="gap leak"),
+            S(ms(2026, 9, 7, 4, 31, 8), K["P0"], LIMIT, 300, True, "prefill-0", "decode-0", note="gap at limit"),
+            S(ms(2026, 9, 7, 4, 47, 50), K["P1"], 750000, 420, False, "prefill-2", "decode-1", note="gap good node"),
+            S(ms(2026, 9, 7, 4, 55, 2), K["P0"], LIMIT - 1, 256, False, "prefill-1", "decode-0", note="gap under limit"),
+            # the client first hit http://: the edge answered 308, the retry over https leaked
+            S(ms(2026, 9, 5, 9, 41, 3), K["L7"], 712345, 380, False, "prefill-0", "decode-0", note="redirect", redirect=True),
             S(ms(2026, 9, 4, 8, 0, 0), K["L7"], 1100000, 500, False, "prefill-0", "decode-1", note="over ctx"),
             S(ms(2026, 9, 7, 10, 0, 17), K["P1"], 1048576, 500, False, "prefill-2", "decode-0", note="= ctx"),
             S(ms(2026, 9, 8, 1, 0, 31), K["L0"], 1500000, 500, True, "prefill-1", "decode-1", note="over ctx"),
             S(ms(2026, 9, 4, 12, 0, 5), K["E5"], 3200, 300, False, "prefill-2", "decode-1", "xfer500"),
             S(ms(2026, 9, 6, 13, 0, 40), K["L1"], 750000, 600, False, "prefill-0", "decode-0", "xfer500", True),
             S(ms(2026, 9, 7, 16, 20, 12), K["P2"], 5400, 420, True, "prefill-1", "decode-0", "xfer_stream200"),
-            S(ms(2026, 9, 8, 9, 12, 33), K["R"], 702133, 256, False, "prefill-1", "decode-1", note="researcher"),
+            S(ms(2026, 9, 8, 9, 12, 33), K["R"], 802133, 256, False, "prefill-1", "decode-1", note="researcher"),
             S(ms(2026, 9, 8, 9, 40, 2), K["R"], 702500, 256, True, "prefill-0", "decode-0", note="researcher"),
             S(ms(2026, 9, 9, 13, 5, 27), K["O"], 702133, 256, False, "prefill-0", "decode-1", note="repro"),
             S(ms(2026, 9, 9, 15, 30, 10), K["O"], 702133, 256, False, "prefill-0", "decode-0", note="fix test"),
@@ -488,6 +512,9 @@ class Generator:
             if sink == "cf":
                 self.cf_write(t, payload)
                 continue
+            if engine_log_lost(sink, t):
+                self.lost_lines[sink] += len(payload)
+                continue
             w = self.sinks[sink].writer_for(t)
             for text, kind, mark in payload:
                 data = text if isinstance(text, bytes) else text.encode("utf-8")
@@ -566,12 +593,13 @@ class Generator:
         port = self.U(30000, 60999)
         ns = self.state[node]
         if ns.last_recv < t - 600_000:
-            self.health_checks += 1
             role = NODES[node].role
             rid = f"HEALTH_CHECK_{t / 1000:.6f}"
             sp = "{'max_new_tokens': 1, 'temperature': 0.0}"
             obj = F.gen_obj_repr(st.style, rid, "None", "[0]", sp, False, FAKE_BOOTSTRAP_HOST, None, 0)
             t1 = t + self.U(2, 9)
+            if not engine_log_lost(node, t1):
+                self.health_checks += 1  # those logged
             self.reqlog(node, t1, f"Receive: obj={obj}")
             if role == "prefill":
                 self.eng(node, t1 + 12, F.prefill_batch(st.style, 1, 0, 0.0, 0, 0, round(self.rng.uniform(0.05, 0.4), 2)), "TP0")
@@ -836,8 +864,22 @@ class Generator:
         ge = re_ + self.U(3, 25)
         ttfb = (first - t0 + self.U(2, 20)) if stream else (ge - t0)
 
+        # a request of which no engine line was kept, whose gateway record alone puts it over the
+        # limit in force (the smallest of the exposed nodes): the toolkit must call it suspected
+        fleet_limit = fleet_limit_at(t0)
+        lost = all(engine_log_lost(nd, tt) for nd in (pnode, dnode) for tt in (pr, dr, re_))
+        if lost and status == 200 and layer == "proxy" and fleet_limit is not None and n >= fleet_limit:
+            self.suspected[gw_id] = {
+                "layer": layer, "request_id": gw_id, "tenant_id": tenant.tid, "tenant_label": tenant.label,
+                "ts_utc": F.iso_z(t0), "prompt_tokens": n, "status": status, "streamed": stream,
+                "admission_limit": fleet_limit, "leaked_in_fact": kind == "leak",
+                "prefill_node_in_fact": pnode, "decode_node_in_fact": dnode,
+            }
+
         # gateway record
-        gmark = f"gw:{gw_id}" if kind == "leak" else None
+        gmark = f"gw:{gw_id}" if kind == "leak" or gw_id in self.suspected else None
+        if spec.redirect and layer == "edge":
+            self.cf_redirect(tenant, xid or "", t0, n)
         if layer == "edge":
             self.cf_record(tenant, gw_id, xid or "", t0, ge, status, stream, n, m, ttfb, re_ - rs, gmark, kind)
         else:
@@ -856,7 +898,7 @@ class Generator:
                 if tr - SOURCE_WINDOW_S <= e[1] <= tr
             ]
             sources.sort(key=lambda s: (s["decode_finish_utc"], s["request_id"]))
-        if kind in ("ok", "leak"):
+        if kind in ("ok", "leak") and not engine_log_lost(dnode, d_fin):
             dq.append((t0, d_fin // 1000, gw_id, tenant.tid, layer))
 
         # truth bookkeeping
@@ -882,10 +924,11 @@ class Generator:
                 "decode_rid": drid,
                 "decode_receive_utc": F.iso_z(dr // 1000 * 1000),
                 "possible_sources": sources,
+                "admission_limit": P.limit,
             }
-            if n in (LIMIT, LIMIT + 1, 681279, 681280, 681281):
+            if n - P.limit < 8 and gw_id not in self.suspected:
                 self.traps["near_limit_leaks"].append(gw_id)
-            if stream:
+            if stream and gw_id not in self.suspected:
                 self.traps["streamed_leaks"].append(gw_id)
         if n == LIMIT - 1:
             self.traps["at_limit_minus_one"].append(gw_id)
@@ -895,10 +938,12 @@ class Generator:
             self.traps["transfer_failure_500"].append(gw_id)
         if kind == "xfer_stream200":
             self.traps["stream_error_200"].append(gw_id)
-        if kind == "ok" and n >= LIMIT and pnode == "prefill-2":
+        if kind == "ok" and n >= LIMIT and pnode == "prefill-2" and gw_id not in self.suspected:
             self.traps["good_node_long"].append(gw_id)
         if kind == "ok" and n >= LIMIT and pnode in ("prefill-0", "prefill-1") and not P.exposed:
             self.traps["after_fix_long_ok"].append(gw_id)
+        if kind == "ok" and P.exposed and fleet_limit is not None and fleet_limit <= n < P.limit and not lost:
+            self.traps["under_node_limit_exposed"].append(gw_id)
         if n >= LONG_MIN and pnode in ("prefill-0", "prefill-1") and P.context_len < CONTEXT_NEW:
             self.traps["before_misconfig_long"].append(gw_id)
 
@@ -962,6 +1007,42 @@ class Generator:
             payload["truncate"] = True
         self.emit(ge, "cf", payload)
 
+    def cf_redirect(self, tenant: Tenant, xid: str, t0: int, n: int) -> None:
+        """Queue the edge's 308 to a client that first came over http (no origin was reached)."""
+        rng = self.rng
+        ray = self.hexid(64)
+        path = f"/client/v4/accounts/{tenant.tid}/ai/run/{CF_MODEL}"
+        start_ns = (t0 - 180) * 1_000_000 + rng.randrange(1000) * 1000
+        end_ns = (t0 - 178) * 1_000_000 + rng.randrange(1000) * 1000
+        rec: dict[str, Any] = {
+            "ClientIP": rng.choice(tenant.ips),
+            "ClientRequestBytes": 4 * n + 600,
+            "ClientRequestHost": "api.example.net",
+            "ClientRequestMethod": "POST",
+            "ClientRequestPath": path,
+            "ClientRequestURI": path,
+            "EdgeColoCode": "SIN",
+            "EdgeEndTimestamp": end_ns,
+            "EdgeResponseBodyBytes": 167,
+            "EdgeResponseBytes": 167 + 380,
+            "EdgeResponseContentType": "text/html",
+            "EdgeResponseStatus": 308,
+            "EdgeStartTimestamp": start_ns,
+            "EdgeTimeToFirstByteMs": 2,
+            "OriginIP": "",
+            "OriginResponseDurationMs": 0,
+            "OriginResponseStatus": 0,
+            "ParentRayID": "00",
+            "RayID": ray,
+            "RequestHeaders": {"x-request-id": xid},
+            "WorkerSubrequest": False,
+            "ZoneName": "example.net",
+        }
+        line = json.dumps(rec, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        self.traps["redirect_3xx"].append(ray)
+        self.n_redirects += 1
+        self.emit(t0, "cf", {"line": line, "mark": f"redirect:{ray}", "id": ray, "nonutf8": False})
+
     def ll_record(
         self, tenant: Tenant, rid: str, t0: int, ge: int, first: int, status: int, stream: bool,
         n: int, m: int, kind: str, router_id: str,
@@ -1002,7 +1083,7 @@ class Generator:
             ge - t0, None,
         ]  # fmt: skip
         line = F.pg_csv_row(row)
-        mark = f"gw:{rid}" if kind == "leak" else None
+        mark = f"gw:{rid}" if kind == "leak" or rid in self.suspected else None
         if self._flag("ll_malformed", 0.7, kind == "ok" and n < LONG_MIN):
             cut = F.pg_csv_row(row[:17])
             assert self.ll is not None
@@ -1120,14 +1201,26 @@ class Generator:
             nodes[name] = {"role": node.role, "ip": node.ip, "port": node.port, "starts": lst}
         nodes["router"] = {"role": "router", "ip": "10.0.3.7", "port": 8000, "starts": []}
         windows.sort(key=lambda w: (w["start_utc"], w["node"]))
-        leaks = sorted(self.leaks.values(), key=lambda x: (x["ts_utc"], x["request_id"]))
+        # a leak whose engine lines were all lost is not confirmed: it is among the suspected
+        leaks = sorted((x for x in self.leaks.values() if x["request_id"] not in self.suspected),
+                       key=lambda x: (x["ts_utc"], x["request_id"]))
         for lk in leaks:
             lk["gateway_file"], lk["gateway_line"] = self.marks[f"gw:{lk['request_id']}"]
             lk["rejection_file"], lk["rejection_line"] = self.marks[f"rej:{lk['request_id']}"]
-        affected: dict[str, int] = {}
-        for lk in leaks:
-            affected[lk["tenant_id"]] = affected.get(lk["tenant_id"], 0) + 1
+        suspected = sorted(self.suspected.values(), key=lambda x: (x["ts_utc"], x["request_id"]))
+        for sp in suspected:
+            sp["gateway_file"], sp["gateway_line"] = self.marks[f"gw:{sp['request_id']}"]
+        affected: dict[str, dict[str, int]] = {}
+        for conf, rows in (("confirmed", leaks), ("suspected", suspected)):
+            for lk in rows:
+                a = affected.setdefault(lk["tenant_id"], {"confirmed": 0, "suspected": 0})
+                a[conf] += 1
         traps = dict(self.traps)
+        traps["redirect_3xx"] = [
+            {"request_id": ray, "status": 308, "file": self.marks[f"redirect:{ray}"][0],
+             "line": self.marks[f"redirect:{ray}"][1]}
+            for ray in self.traps["redirect_3xx"]
+        ]
         traps["health_checks"] = self.health_checks
         for k in ("duplicate_records", "malformed_lines", "non_utf8_lines"):
             traps[k] = sorted(traps[k], key=lambda d: (d["file"], d["line"]))
@@ -1138,8 +1231,11 @@ class Generator:
             "requests_by_status": dict(sorted(self.n_by_status.items())),
             "long_prompt_requests_random": self.n_long,
             "leaks": len(leaks),
+            "suspected": len(suspected),
             "affected_tenants": len(affected),
             "health_checks": self.health_checks,
+            "gateway_redirect_records": self.n_redirects,
+            "engine_lines_lost": dict(sorted(self.lost_lines.items())),
         }
         tenants = {
             t.tid: {"layer": t.layer, "label": t.label, "role": t.role, **({"organization_id": t.org} if t.org else {})}
@@ -1153,6 +1249,7 @@ class Generator:
             "model": CF_MODEL,
             "context_len": CONTEXT_NEW,
             "admission_limit": LIMIT,
+            "admission_limits": sorted({st.limit for st in STARTS if st.exposed}),
             "admission_formula": "min(context_len - 1, max_total_num_tokens - 1) - 5; rejected when input_tokens >= limit",
             "nodes": nodes,
             "exposure_windows": windows,
@@ -1163,6 +1260,19 @@ class Generator:
             "source_rule": SOURCE_RULE,
             "source_window_s": SOURCE_WINDOW_S,
             "leaks": leaks,
+            "suspected": suspected,
+            "suspected_rule": (
+                "suspected = a 2xx gateway record with no engine record of its own, whose gateway prompt "
+                "token count is >= the smallest admission limit of the nodes exposed at its time, inside "
+                "the fleet window; leaked_in_fact says what the generator knows and the logs do not; "
+                "possible sources of a suspected response cannot be derived (its decode node is unknown)"
+            ),
+            "engine_log_gap": {
+                "start_utc": F.iso_z(ENGINE_LOG_GAP[0]),
+                "end_utc": F.iso_z(ENGINE_LOG_GAP[1]),
+                "nodes": list(ENGINE_LOG_GAP_NODES),
+                "why": "log-collection outage: no engine line of this span was kept; gateway and router logs are complete",
+            },
             "affected_tenants": dict(sorted(affected.items())),
             "tenants": dict(sorted(tenants.items())),
             "traps": traps,
@@ -1177,6 +1287,8 @@ class Generator:
                 "traffic_start": F.iso_z(T_TRAFFIC),
                 "logs_end": F.iso_z(T_END),
                 "rolling_restart": "2026-09-03T02:10Z..03:14Z (decode-0, decode-1, prefill-2, prefill-0, prefill-1)",
+                "prefill_1_retuned": "2026-09-06T08:05Z (--mem-fraction-static 0.82 -> 0.86: pool 777792, still exposed, limit 777786)",
+                "engine_log_gap": f"{F.iso_z(ENGINE_LOG_GAP[0])}..{F.iso_z(ENGINE_LOG_GAP[1])} (all engine nodes)",
                 "researcher_report": "2026-09-08T09:12Z (leak reproduced by tenant acct-38-researcher)",
                 "operator_reproduction": "2026-09-09T13:05Z",
                 "model_private": [F.iso_z(PRIVATE[0]), F.iso_z(PRIVATE[1])],
@@ -1202,12 +1314,14 @@ def readme(truth: dict[str, Any]) -> str:
 
     Example:
         >>> readme({"generator": {"seed": 1, "requests": 2, "version": "x"}, "counts": {"leaks": 0,
-        ...     "affected_tenants": 0, "requests_by_layer": {}}, "exposure_windows": [],
-        ...     "admission_limit": 1, "context_len": 2}).splitlines()[0]
+        ...     "suspected": 0, "affected_tenants": 0, "requests_by_layer": {}}, "exposure_windows": [],
+        ...     "admission_limits": [1], "context_len": 2, "engine_log_gap": {"start_utc": "a",
+        ...     "end_utc": "b"}}).splitlines()[0]
         '# Sample incident (generated)'
     """
     g = truth["generator"]
     c = truth["counts"]
+    gap = truth["engine_log_gap"]
     wins = "\n".join(
         f"- {w['node']}: {w['start_utc']} .. {w['end_utc']} (pool {w.get('max_total_num_tokens')}, "
         f"admission limit {w['admission_limit']})"
@@ -1227,10 +1341,13 @@ All request text is synthetic filler; no real data.
 - `gateway/litellm/LiteLLM_SpendLogs.csv`: Postgres CSV export of LiteLLM_SpendLogs (UTC, no zone).
 - `truth.json`: the expected answers (leaks with file:line evidence, windows, traps, counts).
 
-Context length {truth["context_len"]}; admission limit on the exposed nodes {truth["admission_limit"]}.
+Context length {truth["context_len"]}; admission limits of the exposed configurations
+{", ".join(str(v) for v in truth["admission_limits"])} (the fleet's is the smallest).
 Exposure windows:
 {wins}
 
-{c["leaks"]} leaked responses, {c["affected_tenants"]} affected tenants,
-requests by front door: {json.dumps(c["requests_by_layer"], sort_keys=True)}.
+Engine log gap (no engine line kept, gateway and router complete): {gap["start_utc"]} .. {gap["end_utc"]}.
+
+{c["leaks"]} confirmed leaked responses, {c["suspected"]} suspected (gateway evidence only),
+{c["affected_tenants"]} affected tenants, requests by front door: {json.dumps(c["requests_by_layer"], sort_keys=True)}.
 """

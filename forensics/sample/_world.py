@@ -23,6 +23,9 @@ CF_MODEL = "@cf/zai-org/glm-5.3"
 CONTEXT_NEW = 1048576
 CONTEXT_OLD = 524288
 POOL_EXPOSED = 681280
+# prefill-1 after an operator raised --mem-fraction-static from 0.82 to 0.86 (2026-09-06): a bigger
+# pool, still smaller than the context length: a second exposed configuration with its own limit
+POOL_EXPOSED_2 = 777792
 ROUTER_IP = "10.0.3.7"
 ROUTER_PORT = 8000
 BOOTSTRAP_PORT = 8998
@@ -122,6 +125,10 @@ T_TRAFFIC = ms(2026, 9, 1, 0, 10, 0)
 T_END = ms(2026, 9, 10, 12, 0, 0)
 T_ROUTER_START = ms(2026, 9, 1, 0, 4, 30)
 ROLLING_QUIET = (ms(2026, 9, 3, 2, 0, 0), ms(2026, 9, 3, 3, 40, 0))
+# A log-collection outage: no line of any engine node (prefill or decode) was kept in this span;
+# the gateways and the router logged as usual. Requests in it have gateway evidence only.
+ENGINE_LOG_GAP = (ms(2026, 9, 7, 4, 0, 0), ms(2026, 9, 7, 5, 10, 0))
+ENGINE_LOG_GAP_NODES = ("prefill-0", "prefill-1", "prefill-2", "decode-0", "decode-1")
 PRIVATE = (ms(2026, 9, 9, 14, 0, 0), ms(2026, 9, 9, 19, 40, 0))
 
 _A_BYTES = 16384  # bf16 K bytes per token per TP rank
@@ -141,6 +148,8 @@ STARTS: list[Start] = [
     Start("prefill-2", ms(2026, 9, 3, 2, 40, 0), CONTEXT_NEW, 2039808, "A", 0.88, _A_BYTES, gpu_mem_gb=_H200, ready_after_s=219),
     Start("prefill-0", ms(2026, 9, 3, 2, 55, 0), CONTEXT_NEW, POOL_EXPOSED, "A", 0.82, _A_BYTES, ready_after_s=212),
     Start("prefill-1", ms(2026, 9, 3, 3, 10, 0), CONTEXT_NEW, POOL_EXPOSED, "A", 0.82, _A_BYTES, ready_after_s=216),
+    # an operator "tunes" prefill-1 after tickets about garbled long answers: still exposed, new limit
+    Start("prefill-1", ms(2026, 9, 6, 8, 5, 0), CONTEXT_NEW, POOL_EXPOSED_2, "A", 0.86, _A_BYTES, ready_after_s=218),
     # the fix: exposed prefill nodes restarted with a ~2.04 M token pool
     Start("prefill-0", ms(2026, 9, 9, 14, 41, 0), CONTEXT_NEW, 2043840, "A", 0.88, _FP8_BYTES, "fp8_e4m3", gpu_mem_gb=_H200, ready_after_s=247),
     Start("prefill-1", ms(2026, 9, 9, 14, 47, 30), CONTEXT_NEW, 2043840, "B", 0.88, _FP8_BYTES, "fp8_e4m3", gpu_mem_gb=_H200, ready_after_s=238),
@@ -188,6 +197,27 @@ def config_at(node: str, t: int) -> Start | None:
         if st.t_first <= t:
             cur = st
     return cur
+
+
+def fleet_limit_at(t: int) -> int | None:
+    """Return the smallest admission limit of the prefill nodes exposed at UTC ms ``t`` (None: none).
+
+    Example:
+        >>> fleet_limit_at(ms(2026, 9, 7, 4, 30)), fleet_limit_at(ms(2026, 9, 2))
+        (681274, None)
+    """
+    limits = [st.limit for n in PREFILL if (st := config_at(n, t)) is not None and st.exposed]
+    return min(limits) if limits else None
+
+
+def engine_log_lost(node: str, t: int) -> bool:
+    """True when a line of ``node`` at UTC ms ``t`` falls in the engine log gap (never written).
+
+    Example:
+        >>> engine_log_lost("decode-0", ms(2026, 9, 7, 4, 30)), engine_log_lost("router", ms(2026, 9, 7, 4, 30))
+        (True, False)
+    """
+    return node in ENGINE_LOG_GAP_NODES and ENGINE_LOG_GAP[0] <= t < ENGINE_LOG_GAP[1]
 
 
 # Log file rotation: (UTC ms from which the part applies, relative path). The
