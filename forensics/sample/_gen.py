@@ -960,7 +960,6 @@ class Generator:
     ) -> None:  # fmt: skip
         """Queue one Cloudflare ``http_requests`` record at its end time."""
         rng = self.rng
-        path = f"/client/v4/accounts/{tenant.tid}/ai/run/{CF_MODEL}"
         start_ns = t0 * 1_000_000 + rng.randrange(1000) * 1000
         end_ns = ge * 1_000_000 + rng.randrange(1000) * 1000
         body = (180 + 4 * m + 40 * (m // 8)) if (status == 200 and stream) else (420 + 4 * m if status == 200 else 160)
@@ -970,12 +969,7 @@ class Generator:
         if nonutf8:
             headers["user-agent"] = "caf\u00e9-client/1.4"
         rec: dict[str, Any] = {
-            "ClientIP": rng.choice(tenant.ips),
-            "ClientRequestBytes": 4 * n + 600,
-            "ClientRequestHost": "api.example.net",
-            "ClientRequestMethod": "POST",
-            "ClientRequestPath": path,
-            "ClientRequestURI": path,
+            **self._cf_client(tenant, n),
             "EdgeColoCode": rng.choice(["SIN", "SIN", "HKG", "NRT", "FRA", "IAD"]),
             "EdgeEndTimestamp": end_ns,
             "EdgeResponseBodyBytes": body,
@@ -1007,20 +1001,26 @@ class Generator:
             payload["truncate"] = True
         self.emit(ge, "cf", payload)
 
-    def cf_redirect(self, tenant: Tenant, xid: str, t0: int, n: int) -> None:
-        """Queue the edge's 308 to a client that first came over http (no origin was reached)."""
-        rng = self.rng
-        ray = self.hexid(64)
+    def _cf_client(self, tenant: Tenant, n: int) -> dict[str, Any]:
+        """The client side of a Cloudflare record: who asked, for what, with how many bytes."""
         path = f"/client/v4/accounts/{tenant.tid}/ai/run/{CF_MODEL}"
-        start_ns = (t0 - 180) * 1_000_000 + rng.randrange(1000) * 1000
-        end_ns = (t0 - 178) * 1_000_000 + rng.randrange(1000) * 1000
-        rec: dict[str, Any] = {
-            "ClientIP": rng.choice(tenant.ips),
+        return {
+            "ClientIP": self.rng.choice(tenant.ips),
             "ClientRequestBytes": 4 * n + 600,
             "ClientRequestHost": "api.example.net",
             "ClientRequestMethod": "POST",
             "ClientRequestPath": path,
             "ClientRequestURI": path,
+        }
+
+    def cf_redirect(self, tenant: Tenant, xid: str, t0: int, n: int) -> None:
+        """Queue the edge's 308 to a client that first came over http (no origin was reached)."""
+        rng = self.rng
+        ray = self.hexid(64)
+        start_ns = (t0 - 180) * 1_000_000 + rng.randrange(1000) * 1000
+        end_ns = (t0 - 178) * 1_000_000 + rng.randrange(1000) * 1000
+        rec: dict[str, Any] = {
+            **self._cf_client(tenant, n),
             "EdgeColoCode": "SIN",
             "EdgeEndTimestamp": end_ns,
             "EdgeResponseBodyBytes": 167,
