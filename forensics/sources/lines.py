@@ -39,7 +39,12 @@ class LineBatch:
     ``offset`` is that physical line's byte offset in the decompressed stream, so the raw line can
     be read again from the file on demand; ``phys_lines`` counts every physical line the batch
     covers (joined partial lines and the lines in ``rejected`` included), so the loader can prove
-    ``read = loaded + rejected``.
+    ``read = logical lines + joined + rejected + framing`` (``joined`` = ``sum(n_phys) - len``;
+    negative when several records of a JSON document share one physical line).
+
+    Batches of one file follow each other without gap or overlap: the next batch starts at
+    physical line ``next_line`` and decompressed byte ``next_offset`` (what a resumed load
+    passes back to ``collect.read_lines``). A logical line is never split across batches.
 
     Example:
         >>> LineBatch.from_bytes(b"one\\ntwo\\n", first_line=10, first_offset=100).offset.tolist()
@@ -64,10 +69,41 @@ class LineBatch:
     collector_us: np.ndarray | None = None
     #: int8, ``STREAM_*`` code per line; None when the wrapper has no stream
     stream: np.ndarray | None = None
-    #: per-line label the wrapper gave (pod, host/unit, log stream), Arrow dictionary<string>
-    label: pa.Array | None = None
-    #: physical lines the collection stage could not use: ``(line_no, reason, raw bytes)``
+    #: per-line pod / process the wrapper named (Kubernetes pod, ``host/unit`` of a journal,
+    #: a shipper record's ``kubernetes.pod_name``, a CloudWatch log stream), Arrow
+    #: dictionary<string>; None when the wrapper names none (the file's pod applies)
+    pod: pa.Array | None = None
+    #: per-line logical node derived from ``pod`` by the node rule (``collect.nodes``), same
+    #: type; None when ``pod`` is None (the file's node applies)
+    node: pa.Array | None = None
+    #: physical lines the collection stage could not use: ``(line_no, reason, raw bytes)``;
+    #: raw bytes as read (the loader redacts prompt text before storing them)
     rejected: tuple[tuple[int, str, bytes], ...] = field(default_factory=tuple)
+    #: the collection wrapper stripped (``plain``, ``cri``, ``docker-json``, ...)
+    wrapper: str = "plain"
+    #: False when ``collector_us`` was derived from a zone-less local time (RFC 3164 syslog,
+    #: ``journalctl -o short``): then it cannot check the engine's zone
+    collector_exact: bool = True
+    #: int32, index of the line within its record when a record's text held several lines
+    #: (a shipper's multi-line message: they share ``line_no``/``offset``); None means all 0
+    sub: np.ndarray | None = None
+    #: physical lines that are only the wrapper's framing (a JSON document's brackets and
+    #: metadata around its records, blank lines between records): no logical line of their own
+    framing: int = 0
+    #: physical line number just after this batch (the next batch's first line)
+    next_line: int = 0
+    #: decompressed byte offset just after this batch's last physical line
+    next_offset: int = 0
+
+    @property
+    def joined(self) -> int:
+        """Physical lines merged into an earlier one (partial-line chunks after the first).
+
+        Example:
+            >>> LineBatch.from_bytes(b"a\\n").joined
+            0
+        """
+        return 0 if self.n_phys is None else int(self.n_phys.sum()) - len(self)
 
     def __len__(self) -> int:
         return int(self.starts.shape[0])
@@ -76,34 +112,51 @@ class LineBatch:
         """The text of logical line ``i`` (0-based within the batch)."""
         return self.buf[int(self.starts[i]) : int(self.ends[i])].tobytes()
 
-    def text(self) -> pa.LargeStringArray:
+    def text(self, invalid: list[int] | None = None) -> pa.LargeStringArray:
         """Every line as an Arrow string array (invalid UTF-8 replaced by U+FFFD).
 
+        ``invalid``, when given, receives the (0-based) indices of the lines that had invalid bytes.
+
         Example:
-            >>> LineBatch.from_bytes(b"a\\n\\xffb\\n").text().to_pylist()
-            ['a', '\\ufffdb']
+            >>> bad: list[int] = []
+            >>> LineBatch.from_bytes(b"a\\n\\xffb\\n").text(bad).to_pylist(), bad
+            (['a', '\\ufffdb'], [1])
         """
         n = len(self)
         if n == 0:
             return pa.array([], type=pa.large_string())
-        contiguous = bool(np.all(self.starts[1:] >= self.ends[:-1])) if n > 1 else True
-        if contiguous:
-            # Gather only the line texts (drops terminators and any wrapper prefix) in one copy.
-            lengths = self.ends - self.starts
-            offsets = np.zeros(n + 1, dtype=np.int64)
-            np.cumsum(lengths, out=offsets[1:])
+        lengths = self.ends - self.starts
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        if n == 1 or bool(np.all(self.starts[1:] >= self.ends[:-1])):
+            # Spans in order without overlap (every batch the reader makes unless it joined
+            # lines): one byte mask over the buffer keeps the texts and drops terminators and
+            # wrapper prefixes; 1 byte of scratch per byte (an index per byte would be 8).
+            edge = np.zeros(self.buf.size + 1, dtype=np.int8)
+            _bump(edge, self.starts, 1)
+            _bump(edge, self.ends, -1)
+            keep = np.cumsum(edge[:-1], dtype=np.int8).view(np.bool_)
+            data = self.buf[keep]
+        else:
             idx = np.repeat(self.starts - offsets[:-1], lengths) + np.arange(offsets[-1], dtype=np.int64)
             data = self.buf[idx] if idx.size else np.zeros(0, dtype=np.uint8)
-            raw = pa.LargeBinaryArray.from_buffers(
-                pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-            )
-            try:
-                return raw.cast(pa.large_string())
-            except pa.ArrowInvalid:
-                pass
-        return pa.array(
-            [self.line(i).decode("utf-8", "replace") for i in range(n)], type=pa.large_string()
+        raw = pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
         )
+        try:
+            return raw.cast(pa.large_string())
+        except pa.ArrowInvalid:
+            pass
+        out: list[str] = []
+        for i in range(n):
+            b = self.line(i)
+            try:
+                out.append(b.decode("utf-8"))
+            except UnicodeDecodeError:
+                out.append(b.decode("utf-8", "replace"))
+                if invalid is not None:
+                    invalid.append(i)
+        return pa.array(out, type=pa.large_string())
 
     @classmethod
     def from_bytes(cls, data: bytes, *, first_line: int = 1, first_offset: int = 0) -> LineBatch:
@@ -124,10 +177,10 @@ class LineBatch:
         if ends.size:
             starts[0] = 0
             starts[1:] = nl[: ends.size - 1] + 1
-        # Drop a '\r' just before the '\n' (CRLF files).
-        cr = (ends > starts) & (ends < buf.size)
+        # Drop a '\r' just before the '\n' (CRLF files), and at the end of an unterminated last line.
+        cr = ends > starts
         if cr.any():
-            cr &= buf[np.minimum(np.maximum(ends - 1, 0), max(buf.size - 1, 0))] == 13
+            cr &= buf[np.maximum(ends - 1, 0)] == 13
             ends = ends - cr.astype(np.int64)
         n = int(ends.size)
         return cls(
@@ -137,4 +190,12 @@ class LineBatch:
             line_no=np.arange(first_line, first_line + n, dtype=np.int64),
             offset=starts + first_offset,
             phys_lines=n,
+            next_line=first_line + n,
+            next_offset=first_offset + int(buf.size),
         )
+
+
+def _bump(edge: np.ndarray, pos: np.ndarray, by: int) -> None:
+    """``edge[pos] += by`` for positions that may repeat (an empty line starts where one ends)."""
+    uniq, counts = np.unique(pos, return_counts=True)
+    edge[uniq] += (counts * by).astype(edge.dtype)

@@ -1,0 +1,709 @@
+"""Wrappers whose records are JSON: Docker json-file, journald, Loki, Elasticsearch, CloudWatch, GCP, Datadog.
+
+Each format is declared as data (:class:`RecordFormat`): where the line's text is, where its
+time is and in which unit, where the pod, host and stream are, and where the records live
+(one per line, or the elements of an array in a document). One implementation reads them all:
+records located (a line each, or :class:`~.jsondoc.DocScanner` for documents), their fields
+parsed by pyarrow's JSON reader in one call per batch with an explicit schema of just those
+fields; a batch pyarrow refuses (a type that changes, a broken record) is split in halves until
+the bad records are found, and only those go through Python's ``json`` (a broken one is
+rejected with the parser's message).
+
+Example:
+    >>> phys = LineBatch.from_bytes(b'{"log":"a\\\\n","stream":"stderr","time":"2026-08-27T03:10:00Z"}\\n')
+    >>> out, used = RecordWrapper.for_format("docker-json", Path("x-json.log"), {}).strip(phys, final=True)
+    >>> out.line(0), int(out.collector_us[0]), out.stream.tolist()
+    (b'a', 1787800200000000, [2])
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from forensics.sources.collect.jsondoc import DocScanner
+from forensics.sources.collect.timestamps import parse_rfc3339
+from forensics.sources.collect.wrappers import Wrapper, assemble, concat_spans
+from forensics.sources.lines import NO_TIME, STREAM_STDERR, STREAM_STDOUT, STREAM_UNKNOWN, LineBatch
+
+
+@dataclass(frozen=True)
+class RecordFormat:
+    """One JSON record format: field paths (dotted, first non-empty wins) and where records live."""
+
+    name: str
+    message: tuple[str, ...]
+    time: tuple[str, ...]
+    #: ``rfc3339`` (string), ``epoch_ms`` / ``epoch_us`` (number or numeric string), ``epoch_s``
+    time_unit: str
+    pod: tuple[str, ...] = ()
+    host: tuple[str, ...] = ()
+    stream: tuple[str, ...] = ()
+    #: a tag list (``["pod_name:x", ...]``) holding the pod, and the tag's prefix
+    pod_tag: tuple[str, str] | None = None
+    #: the record's text continues in the next record of the same stream unless it ends with ``\n``
+    join_partial: bool = False
+    #: the message may be a JSON array of byte values (journald, non-UTF-8 text)
+    bytes_message: bool = False
+    #: None: one record per line (NDJSON); else the key path of the records array in a document
+    array_path: tuple[str, ...] | None = None
+    #: pod and node come from the host and this identifier (journald: host/unit)
+    host_unit: tuple[str, ...] = ()
+    #: where the format is documented
+    source: str = ""
+
+
+#: Every JSON wrapper, by name. Detection (:mod:`.detect`) tells them apart by their keys.
+FORMATS: dict[str, RecordFormat] = {f.name: f for f in (
+    RecordFormat(
+        "docker-json", message=("log",), time=("time",), time_unit="rfc3339", stream=("stream",),
+        join_partial=True,
+        source="moby `daemon/logger/jsonfilelog/jsonlog/jsonlogbytes.go` (log, stream, attrs, time "
+               "RFC3339Nano); lines over 16 KiB split into records whose `log` lacks the final `\\n`"),
+    RecordFormat(
+        "journald-json", message=("MESSAGE",), time=("__REALTIME_TIMESTAMP",), time_unit="epoch_us",
+        host=("_HOSTNAME",), host_unit=("_SYSTEMD_UNIT", "SYSLOG_IDENTIFIER", "_COMM"), bytes_message=True,
+        source="systemd `docs/JOURNAL_EXPORT_FORMATS.md` (JSON format: `__REALTIME_TIMESTAMP` µs as a "
+               "string, binary or non-UTF-8 `MESSAGE` as an array of byte values) and `journalctl -o json`"),
+    RecordFormat(
+        "loki-jsonl", message=("line",), time=("timestamp",), time_unit="rfc3339",
+        pod=("labels.pod", "labels.pod_name", "labels.k8s_pod_name", "labels.kubernetes_pod_name"),
+        host=("labels.node_name", "labels.host", "labels.hostname", "labels.instance"),
+        stream=("labels.stream",),
+        source="grafana/loki `pkg/logcli/output/jsonl.go` (`logcli query -o jsonl`: labels, line, "
+               "timestamp in the chosen zone)"),
+    RecordFormat(
+        "es-hits", message=("_source.log", "_source.message", "_source.body"),
+        time=("_source.@timestamp", "_source.timestamp", "_source.time"), time_unit="rfc3339",
+        pod=("_source.kubernetes.pod_name", "_source.kubernetes.pod.name", "_source.k8s.pod.name"),
+        host=("_source.kubernetes.host", "_source.kubernetes.node.name", "_source.host.name", "_source.host"),
+        stream=("_source.stream",), array_path=("hits", "hits"),
+        source="Elasticsearch / OpenSearch `_search` response (`hits.hits[]._source`) of documents "
+               "written by Fluent Bit (`log`, `kubernetes.pod_name`), Filebeat (`message`, "
+               "`kubernetes.pod.name`) or Vector (`message`, `kubernetes.pod_name`)"),
+    RecordFormat(
+        "es-hit-lines", message=("_source.log", "_source.message", "_source.body"),
+        time=("_source.@timestamp", "_source.timestamp", "_source.time"), time_unit="rfc3339",
+        pod=("_source.kubernetes.pod_name", "_source.kubernetes.pod.name", "_source.k8s.pod.name"),
+        host=("_source.kubernetes.host", "_source.kubernetes.node.name", "_source.host.name", "_source.host"),
+        stream=("_source.stream",),
+        source="Elasticsearch / OpenSearch hits one per line (elasticdump, `_search` scrolled to NDJSON)"),
+    RecordFormat(
+        "shipper-ndjson", message=("log", "message", "body"), time=("@timestamp", "timestamp", "time", "date"),
+        time_unit="rfc3339",
+        pod=("kubernetes.pod_name", "kubernetes.pod.name", "k8s.pod.name", "kubernetes.pod_id"),
+        host=("kubernetes.host", "kubernetes.node.name", "host.name", "hostname", "host"),
+        stream=("stream",),
+        source="Fluent Bit `es`/`file` outputs and the kubernetes filter (`log`, `@timestamp`, "
+               "`kubernetes.pod_name`); Filebeat ECS (`message`, `kubernetes.pod.name`); Vector "
+               "`kubernetes_logs` source (`message`, `timestamp`, `kubernetes.pod_name`)"),
+    RecordFormat(
+        "cloudwatch", message=("message",), time=("timestamp",), time_unit="epoch_ms",
+        pod=("logStreamName",), array_path=("events",),
+        source="AWS CLI `aws logs filter-log-events` / `get-log-events` output (`events[]` with "
+               "`logStreamName`, `timestamp` ms since the epoch, `message`, `ingestionTime`)"),
+    RecordFormat(
+        "cloudwatch-lines", message=("message",), time=("timestamp",), time_unit="epoch_ms",
+        pod=("logStreamName",),
+        source="CloudWatch Logs events one per line (`aws logs ... | jq -c '.events[]'`, subscription exports)"),
+    RecordFormat(
+        "gcp-logging", message=("textPayload", "jsonPayload.message", "jsonPayload.log", "jsonPayload.msg"),
+        time=("timestamp", "receiveTimestamp"), time_unit="rfc3339",
+        pod=("resource.labels.pod_name", "labels.k8s-pod/name"),
+        host=("labels.compute.googleapis.com/resource_name", "resource.labels.node_name"), array_path=(),
+        source="Google Cloud Logging `LogEntry` (`textPayload` / `jsonPayload`, `timestamp`, "
+               "`resource.labels.pod_name`) as `gcloud logging read --format=json` prints them"),
+    RecordFormat(
+        "gcp-logging-lines", message=("textPayload", "jsonPayload.message", "jsonPayload.log", "jsonPayload.msg"),
+        time=("timestamp", "receiveTimestamp"), time_unit="rfc3339",
+        pod=("resource.labels.pod_name", "labels.k8s-pod/name"),
+        host=("labels.compute.googleapis.com/resource_name", "resource.labels.node_name"),
+        source="Google Cloud Logging sink exports to Cloud Storage (one `LogEntry` per line)"),
+    RecordFormat(
+        "datadog", message=("attributes.message", "message", "content.message"),
+        time=("attributes.timestamp", "date", "timestamp", "content.timestamp"), time_unit="rfc3339",
+        host=("attributes.host", "host", "content.host"), pod_tag=("tags", "pod_name:"),
+        source="Datadog log archives (one JSON log per line: `_id`, `date`, `host`, `service`, `message`, "
+               "`attributes`, `tags` with `pod_name:`) and Logs API v2 `data[].attributes`"),
+    RecordFormat(
+        "datadog-api", message=("attributes.message",), time=("attributes.timestamp",), time_unit="rfc3339",
+        host=("attributes.host",), pod_tag=("attributes.tags", "pod_name:"), array_path=("data",),
+        source="Datadog Logs API v2 `POST /api/v2/logs/events/search` response (`data[].attributes`)"),
+)}
+
+
+def _schema_of(paths: list[str]) -> pa.Schema:
+    """An explicit pyarrow schema holding just these dotted paths (leaves typed later, as text)."""
+    tree: dict[str, Any] = {}
+    for p in paths:
+        node = tree
+        parts = _split(p)
+        for part in parts[:-1]:
+            nxt = node.setdefault(part, {})
+            if not isinstance(nxt, dict):
+                break
+            node = nxt
+        else:
+            node.setdefault(parts[-1], None)
+
+    def typ(v: Any) -> pa.DataType:
+        if v is None:
+            return pa.string()
+        return pa.struct([(k, typ(x)) for k, x in v.items()])
+
+    return pa.schema([(k, typ(v)) for k, v in tree.items()])
+
+
+def _split(path: str) -> list[str]:
+    """Dotted path parts; ``labels.compute.googleapis.com/resource_name`` keeps its dotted key."""
+    if path.startswith("labels.") and ("/" in path or path.count(".") > 1):
+        return ["labels", path[len("labels."):]]
+    return path.split(".")
+
+
+class RecordWrapper(Wrapper):
+    """A JSON record wrapper driven by a :class:`RecordFormat`."""
+
+    name: ClassVar[str] = "json"
+
+    def __init__(self, path: Path, context: dict[str, object], fmt: RecordFormat) -> None:
+        super().__init__(path, context)
+        self.fmt = fmt
+        self.scanner = DocScanner(fmt.array_path) if fmt.array_path is not None else None
+        self._typed: dict[str, pa.DataType] = {}
+        self._fallback_note = False
+
+    @classmethod
+    def for_format(cls, name: str, path: Path, context: dict[str, object]) -> RecordWrapper:
+        """The wrapper of format ``name`` (a key of :data:`FORMATS`)."""
+        fmt = FORMATS[name]
+        sub = type(f"RecordWrapper_{name}", (cls,), {"name": name, "source": fmt.source})
+        return sub(path, context, fmt)  # type: ignore[no-any-return]
+
+    # -- locating records -------------------------------------------------------------------------
+
+    def strip(self, phys: LineBatch, *, final: bool) -> tuple[LineBatch, int]:
+        n = len(phys)
+        if n == 0:
+            z = np.zeros(0, dtype=np.int64)
+            return assemble(phys, self, first=z, starts=z, ends=z, used=phys.phys_lines), phys.phys_lines
+        if self.scanner is None:
+            return self._lines(phys, final)
+        return self._document(phys, final)
+
+    def _lines(self, phys: LineBatch, final: bool) -> tuple[LineBatch, int]:
+        s, e = phys.starts, phys.ends
+        blank = (e == s) | _blank(phys)
+        rec = np.flatnonzero(~blank)
+        return self._emit(phys, rec, s[rec], e[rec], rec, rec, phys.phys_lines, final,
+                          framing_lines=np.flatnonzero(blank))
+
+    def _document(self, phys: LineBatch, final: bool) -> tuple[LineBatch, int]:
+        assert self.scanner is not None
+        found = self.scanner.scan(phys.buf, phys.starts, final=final)
+        used = found.used
+        bad_lines = np.zeros(0, dtype=np.int64)
+        if found.bad_from is not None:
+            bad_lines = np.arange(found.bad_from, phys.phys_lines, dtype=np.int64)
+        covered = np.zeros(phys.phys_lines, dtype=bool)
+        if found.first_line.size:
+            edge = np.zeros(phys.phys_lines + 1, dtype=np.int64)
+            np.add.at(edge, found.first_line, 1)
+            np.add.at(edge, found.last_line + 1, -1)
+            covered = np.cumsum(edge[:-1]) > 0
+        framing = np.flatnonzero(~covered[:used])
+        framing = np.setdiff1d(framing, bad_lines, assume_unique=True)
+        return self._emit(phys, found.first_line, found.starts, found.ends, found.first_line, found.last_line,
+                          used, final, framing_lines=framing, bad_lines=bad_lines[bad_lines < used])
+
+    # -- fields -----------------------------------------------------------------------------------
+
+    def _emit(self, phys: LineBatch, rec_line: np.ndarray, r_start: np.ndarray, r_end: np.ndarray,
+              first_line: np.ndarray, last_line: np.ndarray, used: int, final: bool, *,
+              framing_lines: np.ndarray, bad_lines: np.ndarray | None = None) -> tuple[LineBatch, int]:
+        fmt = self.fmt
+        cols, bad_rec, reasons = self._parse(phys.buf, r_start, r_end)
+        good = np.ones(r_start.size, dtype=bool)
+        good[bad_rec] = False
+        msg = cols["message"]
+        # A record without text (or of another shape) is not a line of the program: rejected.
+        has_msg = msg.is_valid().to_numpy(zero_copy_only=False) if len(msg) else np.zeros(0, bool)
+        no_msg = np.flatnonzero(good & ~has_msg)
+        good &= has_msg
+        idx = np.flatnonzero(good)
+        text = msg.take(pa.array(idx)).cast(pa.large_binary())
+        times = self._times(cols["time"].take(pa.array(idx)))
+        stream = _stream_codes(cols["stream"].take(pa.array(idx)))
+        pod = cols["pod"].take(pa.array(idx))
+        host = cols["host"].take(pa.array(idx))
+        # logical lines: strip the trailing newline; split text holding several lines
+        data, off = _binary_parts(text)
+        starts, ends = off[:-1].copy(), off[1:].copy()
+        nl_end = (ends > starts) & (data[np.maximum(ends - 1, 0)] == 10) if data.size else np.zeros(len(starts), bool)
+        ends = ends - nl_end
+        cr_end = (ends > starts) & (data[np.maximum(ends - 1, 0)] == 13) if data.size else np.zeros(len(starts), bool)
+        ends = ends - cr_end
+        n_rec = int(idx.size)
+        rec_of = np.arange(n_rec, dtype=np.int64)
+        n_phys_rec = (last_line[idx] - first_line[idx] + 1).astype(np.int64)
+        # lines shared with the previous record count once, for the earlier one
+        if n_rec > 1:
+            prev_last = np.r_[-1, last_line[idx][:-1]]
+            shared = first_line[idx] <= prev_last
+            n_phys_rec = n_phys_rec - shared
+        join_order = None
+        if fmt.join_partial and n_rec:
+            grp, keep_open = self._partial_groups(nl_end, stream, final)
+            if keep_open is not None:
+                # the last records of a stream continue in the next batch: hand them back
+                cut_line = int(rec_line[idx][keep_open])
+                return self._emit_cut(phys, cut_line, final)
+            if bool((grp != np.arange(n_rec)).any()):
+                # members of one line together (streams interleave), lines by their first record
+                join_order = np.lexsort((np.arange(n_rec), grp))
+                rec_of = grp[join_order]
+                starts, ends = starts[join_order], ends[join_order]
+        split = _split_inner(data, starts, ends, rec_of) if n_rec else None
+        sub = None
+        if split is not None:
+            starts, ends, rec_of, sub = split
+        new_buf = data
+        if join_order is not None:
+            from forensics.sources.collect.wrappers import join_groups
+
+            new_buf, starts, ends = join_groups(data, starts, ends, rec_of)
+            pos = np.flatnonzero(np.r_[True, rec_of[1:] != rec_of[:-1]])
+            firsts = rec_of[pos]  # a line's key is its first record
+            sizes = np.add.reduceat(n_phys_rec[join_order], pos)
+            first_phys = rec_line[idx][firsts]
+            coll, strm, pods, hosts = times[firsts], stream[firsts], pod.take(pa.array(firsts)), host.take(pa.array(firsts))
+            n_phys_out = sizes
+        elif sub is not None:
+            first_phys = rec_line[idx][rec_of]
+            coll, strm = times[rec_of], stream[rec_of]
+            pods, hosts = pod.take(pa.array(rec_of)), host.take(pa.array(rec_of))
+            n_phys_out = np.where(sub == 0, n_phys_rec[rec_of], 0)
+        else:
+            first_phys = rec_line[idx]
+            coll, strm, pods, hosts = times, stream, pod, host
+            n_phys_out = n_phys_rec
+        rej_lines = [int(rec_line[i]) for i in bad_rec.tolist()] + [int(rec_line[i]) for i in no_msg.tolist()]
+        missing = (f"journald left MESSAGE out (null: over journalctl's field size limit; export with "
+                   "`journalctl --all -o json`)" if fmt.bytes_message
+                   else f"{fmt.name} record without a text field ({', '.join(fmt.message)})")
+        rej_why = list(reasons) + [missing] * int(no_msg.size)
+        if bad_lines is not None and bad_lines.size:
+            rej_lines += bad_lines.tolist()
+            rej_why += ["not valid JSON (an unterminated string)"] * int(bad_lines.size)
+        order = np.argsort(np.array(rej_lines, dtype=np.int64), kind="stable") if rej_lines else np.zeros(0, np.int64)
+        rej_idx = np.array(rej_lines, dtype=np.int64)[order]
+        rej_reasons = [rej_why[i] for i in order.tolist()]
+        # lines of rejected multi-line records beyond their first are framing of that record
+        extra_framing = _lines_of(first_line, last_line, np.r_[bad_rec, no_msg].astype(np.int64), rej_idx)
+        has_pod = pods.null_count < len(pods)
+        out = assemble(
+            phys, self, first=first_phys, starts=starts, ends=ends, used=used, buf=new_buf,
+            n_phys=n_phys_out, collector_us=coll, stream=strm if fmt.stream or fmt.join_partial else None,
+            pod=pods if has_pod else None, rejected_idx=rej_idx, reasons=rej_reasons,
+        )
+        if fmt.host_unit and hosts.null_count < len(hosts):
+            out = replace(out, pod=pods.dictionary_encode(), node=hosts.dictionary_encode())
+        elif not has_pod and hosts.null_count < len(hosts):
+            out = replace(out, pod=hosts.dictionary_encode(), node=hosts.dictionary_encode())
+        framing = int(np.setdiff1d(np.r_[framing_lines, extra_framing], rej_idx).size)
+        if sub is not None:
+            out = replace(out, sub=sub)
+        return replace(out, framing=framing), used
+
+    def _emit_cut(self, phys: LineBatch, cut_line: int, final: bool) -> tuple[LineBatch, int]:
+        head = _slice_lines(phys, cut_line)
+        if cut_line == 0:
+            z = np.zeros(0, dtype=np.int64)
+            return assemble(head, self, first=z, starts=z, ends=z, used=0), 0
+        out, _ = self.strip(head, final=True)
+        return replace(out, next_line=int(phys.line_no[cut_line]), next_offset=int(phys.offset[cut_line])), cut_line
+
+    def _partial_groups(self, nl_end: np.ndarray, stream: np.ndarray, final: bool) -> tuple[np.ndarray, int | None]:
+        """Docker json-file: records without a final newline continue in the next record of their stream."""
+        n = int(nl_end.size)
+        grp = np.arange(n, dtype=np.int64)
+        open_first: list[int] = []
+        for code in np.unique(stream).tolist():
+            sel = np.flatnonzero(stream == code)
+            part = ~nl_end[sel]
+            starts_group = np.r_[True, ~part[:-1]]
+            firsts = sel[starts_group]
+            grp[sel] = firsts[np.cumsum(starts_group) - 1]
+            if part[-1] and not final:
+                open_first.append(int(firsts[-1]))
+        if open_first:
+            cut = min(open_first)
+            while True:
+                late = grp[(np.arange(n) >= cut) & (grp < cut)]
+                if not late.size:
+                    break
+                cut = int(late.min())
+            return grp, cut
+        order = np.argsort(grp, kind="stable")
+        if not np.all(order == np.arange(n)):
+            # interleaved streams: logical lines in order of their first record
+            pass
+        return grp, None
+
+    def _parse(self, buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray) -> tuple[dict[str, pa.Array], np.ndarray, list[str]]:
+        """The fields of every record: message, time, pod, host, stream (Arrow arrays, null if absent)."""
+        n = int(r_start.size)
+        bad: list[int] = []
+        reasons: list[str] = []
+        pieces: list[tuple[int, dict[str, pa.Array]]] = []
+
+        def run(lo: int, hi: int) -> None:
+            if lo >= hi:
+                return
+            got = self._arrow(buf, r_start[lo:hi], r_end[lo:hi])
+            if got is not None:
+                pieces.append((lo, got))
+                return
+            if hi - lo > 16:
+                mid = (lo + hi) // 2
+                run(lo, mid)
+                run(mid, hi)
+                return
+            if not self._fallback_note:
+                self._fallback_note = True
+            rows: list[dict[str, Any] | None] = []
+            for i in range(lo, hi):
+                raw = buf[int(r_start[i]) : int(r_end[i])].tobytes()
+                try:
+                    rec = json.loads(raw)
+                except ValueError as exc:
+                    bad.append(i)
+                    reasons.append(f"invalid JSON in a {self.fmt.name} record ({exc})")
+                    rows.append(None)
+                    continue
+                if not isinstance(rec, dict):
+                    bad.append(i)
+                    reasons.append(f"a {self.fmt.name} record must be a JSON object")
+                    rows.append(None)
+                    continue
+                rows.append(rec)
+            pieces.append((lo, self._python(rows)))
+
+        run(0, n)
+        pieces.sort(key=lambda x: x[0])
+        cols: dict[str, pa.Array] = {}
+        for k in ("message", "time", "pod", "host", "stream"):
+            arrs = [p[k] for _, p in pieces]
+            typ = pa.large_string() if k != "time" else None
+            if not arrs:
+                cols[k] = pa.array([], type=typ or pa.large_string())
+                continue
+            if typ is not None:
+                arrs = [a.cast(typ) for a in arrs]
+            else:
+                arrs = [a.cast(pa.large_string()) for a in arrs]
+            cols[k] = pa.concat_arrays(arrs)
+        order = np.argsort(np.array(bad, dtype=np.int64), kind="stable") if bad else np.zeros(0, np.int64)
+        return cols, np.array(bad, dtype=np.int64)[order], [reasons[i] for i in order.tolist()]
+
+    def _arrow(self, buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray) -> dict[str, pa.Array] | None:
+        fmt = self.fmt
+        data, off = concat_spans(buf, r_start, r_end)
+        if self.scanner is not None:
+            # a document's record may span lines: one line each for the JSON reader
+            data = data.copy()
+            data[(data == 10) | (data == 13)] = 32
+        nl = np.full(off.size - 1, 10, dtype=np.uint8)
+        body = np.insert(data, off[1:], nl) if data.size else data
+        paths = list(fmt.message + fmt.time + fmt.pod + fmt.host + fmt.stream + fmt.host_unit)
+        if fmt.pod_tag:
+            paths.append(fmt.pod_tag[0])
+        schema = _schema_of(paths)
+        if fmt.pod_tag:
+            schema = _with_list(schema, fmt.pod_tag[0])
+        if fmt.time_unit != "rfc3339":
+            schema = _retype(schema, fmt.time, self._typed.get("time", pa.int64()))
+        if fmt.bytes_message:
+            schema = _retype(schema, fmt.message, pa.string())
+        try:
+            tbl = pj.read_json(
+                io.BytesIO(body.tobytes()),
+                read_options=pj.ReadOptions(block_size=max(1 << 20, int(body.size) + 1), use_threads=False),
+                parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore",
+                                              newlines_in_values=False),
+            )
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            if fmt.time_unit != "rfc3339" and "time" not in self._typed:
+                # epoch numbers written as strings (journald): try that type once
+                self._typed["time"] = pa.string()
+                return self._arrow(buf, r_start, r_end)
+            return None
+        if tbl.num_rows != int(r_start.size):
+            return None
+        return self._columns(tbl)
+
+    def _columns(self, tbl: pa.Table) -> dict[str, pa.Array]:
+        fmt = self.fmt
+        msg = _first(tbl, fmt.message)
+        pod = _first(tbl, fmt.pod) if fmt.pod else pa.nulls(tbl.num_rows, pa.large_string())
+        if fmt.pod_tag:
+            pod = _tag_value(_get(tbl, fmt.pod_tag[0]), fmt.pod_tag[1])
+        if fmt.name.startswith("cloudwatch"):
+            pod = _pod_of_stream(pod)
+        host = _first(tbl, fmt.host) if fmt.host else pa.nulls(tbl.num_rows, pa.large_string())
+        if fmt.host_unit:
+            unit = _first(tbl, fmt.host_unit)
+            pod = pc.binary_join_element_wise(host.cast(pa.large_string()), unit.cast(pa.large_string()),
+                                              pa.scalar("/", pa.large_string()))
+        stream = _first(tbl, fmt.stream) if fmt.stream else pa.nulls(tbl.num_rows, pa.large_string())
+        return {"message": msg, "time": _first(tbl, fmt.time), "pod": pod, "host": host, "stream": stream}
+
+    def _python(self, rows: list[dict[str, Any] | None]) -> dict[str, pa.Array]:
+        fmt = self.fmt
+
+        def get(rec: dict[str, Any] | None, paths: tuple[str, ...]) -> Any:
+            if rec is None:
+                return None
+            for p in paths:
+                v: Any = rec
+                for part in _split(p):
+                    v = v.get(part) if isinstance(v, dict) else None
+                if v is not None and v != "":
+                    return v
+            return None
+
+        def text(v: Any) -> str | None:
+            if v is None:
+                return None
+            if isinstance(v, list) and fmt.bytes_message and all(isinstance(x, int) for x in v):
+                return bytes(x & 0xFF for x in v).decode("utf-8", "replace")
+            if isinstance(v, str):
+                return v
+            return json.dumps(v, separators=(",", ":"))
+
+        msg = [text(get(r, fmt.message)) for r in rows]
+        tim = [None if (v := get(r, fmt.time)) is None else str(v) for r in rows]
+        if fmt.pod_tag:
+            pod = []
+            for r in rows:
+                tags = get(r, (fmt.pod_tag[0],))
+                pod.append(next((t[len(fmt.pod_tag[1]):] for t in tags or [] if isinstance(t, str)
+                                 and t.startswith(fmt.pod_tag[1])), None))
+        else:
+            pod = [text(get(r, fmt.pod)) for r in rows]
+        host = [text(get(r, fmt.host)) for r in rows]
+        if fmt.host_unit:
+            unit = [text(get(r, fmt.host_unit)) for r in rows]
+            pod = [None if h is None or u is None else f"{h}/{u}" for h, u in zip(host, unit, strict=True)]
+        pod_arr = pa.array(pod, type=pa.large_string())
+        if fmt.name.startswith("cloudwatch"):
+            pod_arr = _pod_of_stream(pod_arr)
+        return {
+            "message": pa.array(msg, type=pa.large_string()),
+            "time": pa.array(tim, type=pa.large_string()),
+            "pod": pod_arr,
+            "host": pa.array(host, type=pa.large_string()),
+            "stream": pa.array([text(get(r, fmt.stream)) for r in rows], type=pa.large_string()),
+        }
+
+    def _times(self, t: pa.Array) -> np.ndarray:
+        unit = self.fmt.time_unit
+        n = len(t)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        if unit == "rfc3339":
+            data, off = _binary_parts(t.cast(pa.large_binary()))
+            valid = t.is_valid().to_numpy(zero_copy_only=False)
+            p = parse_rfc3339(data, off[:-1])
+            ok = valid & p.ok & p.zoned & (p.end == off[1:])
+            return np.where(ok, p.us, NO_TIME)
+        num = pc.cast(t, pa.float64(), safe=False) if pa.types.is_string(t.type) or pa.types.is_large_string(t.type) \
+            else pc.cast(t, pa.float64())
+        vals = num.to_numpy(zero_copy_only=False)
+        scale = {"epoch_ms": 1_000, "epoch_us": 1, "epoch_s": 1_000_000}[unit]
+        if unit == "epoch_us" and pa.types.is_large_string(t.type):
+            # µs since the epoch do not fit a double exactly: parse the digits as integers
+            ints = pc.cast(t, pa.int64(), safe=False).fill_null(NO_TIME).to_numpy(zero_copy_only=False)
+            return np.asarray(ints, dtype=np.int64)
+        out = np.where(np.isnan(vals), NO_TIME, np.round(np.nan_to_num(vals) * scale)).astype(np.int64)
+        return out
+
+
+def _blank(phys: LineBatch) -> np.ndarray:
+    """Lines holding only spaces/tabs (short ones checked exactly; the JSON reader skips them)."""
+    from forensics.sources.collect.timestamps import window
+
+    w = window(phys.buf, phys.starts, 8)
+    lengths = phys.ends - phys.starts
+    space = (w == 32) | (w == 9)
+    within = np.arange(8)[None, :] < lengths[:, None]
+    return np.asarray((lengths <= 8) & (space | ~within).all(axis=1))
+
+
+def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The data bytes and ``len + 1`` offsets of a large_binary array (nulls as empty)."""
+    arr = arr.cast(pa.large_binary())
+    if arr.null_count:
+        arr = pc.fill_null(arr, b"")
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, dtype=np.uint8)
+    return data, offsets.astype(np.int64)
+
+
+def _get(tbl: pa.Table, path: str) -> pa.Array:
+    parts = _split(path)
+    if parts[0] not in tbl.column_names:
+        return pa.nulls(tbl.num_rows, pa.large_string())
+    col: Any = tbl.column(parts[0]).combine_chunks()
+    for part in parts[1:]:
+        if not pa.types.is_struct(col.type) or col.type.get_field_index(part) < 0:
+            return pa.nulls(tbl.num_rows, pa.large_string())
+        col = pc.struct_field(col, [col.type.get_field_index(part)])
+    return col
+
+
+def _first(tbl: pa.Table, paths: tuple[str, ...]) -> pa.Array:
+    """The first non-null, non-empty value over the candidate paths, as text.
+
+    An empty string counts only when no other path has a value (an empty message is a blank
+    line, not a missing one). Paths that hold an object or a list here are skipped.
+    """
+    out: pa.Array | None = None
+    empty: pa.Array | None = None
+    for p in paths:
+        col = _get(tbl, p)
+        if pa.types.is_nested(col.type):
+            continue
+        col = col.cast(pa.large_string())
+        if empty is None:
+            empty = col
+        col = pc.if_else(pc.equal(col, ""), pa.scalar(None, pa.large_string()), col)
+        out = col if out is None else pc.coalesce(out, col)
+    if out is None or empty is None:
+        return pa.nulls(tbl.num_rows, pa.large_string())
+    return pc.coalesce(out, empty)
+
+
+def _with_list(schema: pa.Schema, path: str) -> pa.Schema:
+    return _retype(schema, (path,), pa.list_(pa.string()))
+
+
+def _retype(schema: pa.Schema, paths: tuple[str, ...], typ: pa.DataType) -> pa.Schema:
+    def fix(t: pa.DataType, parts: list[str]) -> pa.DataType:
+        if len(parts) == 0:
+            return typ
+        if not pa.types.is_struct(t):
+            return t
+        fields = []
+        for i in range(t.num_fields):
+            f = t.field(i)
+            fields.append(pa.field(f.name, fix(f.type, parts[1:]) if f.name == parts[0] else f.type))
+        return pa.struct(fields)
+
+    out = schema
+    for p in paths:
+        parts = _split(p)
+        i = out.get_field_index(parts[0])
+        if i < 0:
+            continue
+        f = out.field(i)
+        out = out.set(i, pa.field(f.name, fix(f.type, parts[1:]) if len(parts) > 1 else typ))
+    return out
+
+
+def _tag_value(tags: pa.Array, prefix: str) -> pa.Array:
+    """The value of the first ``prefix...`` tag of each record's tag list (null if none)."""
+    if not (pa.types.is_list(tags.type) or pa.types.is_large_list(tags.type)):
+        return pa.nulls(len(tags), pa.large_string())
+    flat = pc.list_flatten(tags)
+    parent = pc.list_parent_indices(tags).to_numpy(zero_copy_only=False)
+    hit = pc.starts_with(flat, prefix).fill_null(False).to_numpy(zero_copy_only=False)
+    out: list[str | None] = [None] * len(tags)
+    vals = pc.utf8_slice_codeunits(flat, len(prefix)).to_pylist() if hit.any() else []
+    for j in np.flatnonzero(hit).tolist()[::-1]:
+        out[int(parent[j])] = vals[j]
+    return pa.array(out, type=pa.large_string())
+
+
+def _pod_of_stream(streams: pa.Array) -> pa.Array:
+    """The pod in a CloudWatch log stream name written by Fluent Bit / Container Insights.
+
+    ``kube.var.log.containers.<pod>_<ns>_<container>-<id>.log`` and ``<pod>_<ns>_<container>-<id>``
+    give ``<pod>``; any other stream name is kept whole (it names the source).
+    """
+    s = streams.cast(pa.large_string())
+    m = pc.extract_regex(
+        s, r"^(?:.*containers[./])?(?P<pod>[a-z0-9][a-z0-9.\-]*)_(?P<ns>[a-z0-9\-]+)_(?P<c>[a-z0-9\-]+)-[0-9a-f]{64}(?:\.log)?$")
+    pod = pc.struct_field(m, [0])
+    return pc.coalesce(pod, s)
+
+
+def _stream_codes(stream: pa.Array) -> np.ndarray:
+    if len(stream) == 0:
+        return np.zeros(0, dtype=np.int8)
+    s = stream.cast(pa.large_string())
+    out = np.full(len(s), STREAM_UNKNOWN, dtype=np.int8)
+    out[pc.equal(s, "stdout").fill_null(False).to_numpy(zero_copy_only=False)] = STREAM_STDOUT
+    out[pc.equal(s, "stderr").fill_null(False).to_numpy(zero_copy_only=False)] = STREAM_STDERR
+    return out
+
+
+def _split_inner(data: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                 rec_of: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Split texts holding newlines into one logical line each: (starts, ends, record, sub-index).
+
+    None when no text holds a newline (the common case).
+    """
+    nl = np.flatnonzero(data == 10)
+    if not nl.size:
+        return None
+    # newlines inside each text (the trailing one was already cut off by `ends`)
+    lo = np.searchsorted(nl, starts)
+    hi = np.searchsorted(nl, ends)
+    if not bool((hi > lo).any()):
+        return None
+    count = hi - lo + 1
+    n_out = int(count.sum())
+    owner = np.repeat(np.arange(starts.size), count)
+    first_of = np.r_[0, np.cumsum(count)[:-1]]
+    sub = np.arange(n_out) - np.repeat(first_of, count)
+    # piece k of text t: from (start or nl+1) to (nl or end)
+    s_out = np.where(sub == 0, starts[owner], 0)
+    e_out = np.where(sub == count[owner] - 1, ends[owner], 0)
+    inner_idx = lo[owner] + sub  # index into nl of the newline ending this piece (if not last)
+    has_end_nl = sub < count[owner] - 1
+    e_out = np.where(has_end_nl, nl[np.minimum(inner_idx, max(nl.size - 1, 0))] if nl.size else 0, e_out)
+    has_start_nl = sub > 0
+    s_out = np.where(has_start_nl, nl[np.minimum(inner_idx - 1, max(nl.size - 1, 0))] + 1 if nl.size else 0, s_out)
+    # drop a '\r' before an inner newline
+    cr = has_end_nl & (e_out > s_out) & (data[np.maximum(e_out - 1, 0)] == 13)
+    e_out = e_out - cr
+    return s_out.astype(np.int64), e_out.astype(np.int64), rec_of[owner], sub.astype(np.int32)
+
+
+def _lines_of(first_line: np.ndarray, last_line: np.ndarray, recs: np.ndarray, rejected_first: np.ndarray) -> np.ndarray:
+    """Lines of the given (rejected) records after their first line."""
+    out: list[int] = []
+    for r in recs.tolist():
+        out.extend(range(int(first_line[r]) + 1, int(last_line[r]) + 1))
+    return np.array(out, dtype=np.int64)
+
+
+def _slice_lines(phys: LineBatch, n: int) -> LineBatch:
+    """The first ``n`` physical lines of a batch (same buffer)."""
+    return replace(
+        phys, starts=phys.starts[:n], ends=phys.ends[:n], line_no=phys.line_no[:n], offset=phys.offset[:n],
+        phys_lines=n, next_line=int(phys.line_no[n]) if n < len(phys) else phys.next_line,
+        next_offset=int(phys.offset[n]) if n < len(phys) else phys.next_offset,
+    )
