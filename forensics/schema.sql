@@ -31,7 +31,10 @@ CREATE TABLE IF NOT EXISTS evidence_files (
     warning          VARCHAR,              -- human-readable warning (e.g. truncated gzip), NULL if none
     ingested_at      TIMESTAMP,            -- UTC wall clock of ingestion (injectable for tests)
     toolkit_version  VARCHAR,              -- forensics.__version__
-    options          VARCHAR               -- JSON text: options used (format, tz, mapping, node, ...)
+    options          VARCHAR,              -- JSON text: options used (format, tz, mapping, node, ...)
+    wrapper          VARCHAR,              -- engine files: collection wrapper stripped ('plain', 'cri', 'docker-json', 'journald-json', ...)
+    lines_joined     BIGINT,               -- engine files: partial lines joined into the line they continue (CRI P chunks, Docker split records)
+    lines_framing    BIGINT                -- engine files: wrapper lines holding no log line (JSON document brackets, blank lines between records)
 );
 
 -- Lines or records that could not be parsed, with the reason; nothing read is ever dropped.

@@ -14,13 +14,9 @@ from typing import Any
 import pytest
 
 from forensics.case import Case, memory_limit_bytes, open_case
-from forensics.sources.engine import (
-    _ReadState,
-    _to_arrow,
-    canonical_ranks,
-    node_of_file,
-    resolve_sources,
-)
+from forensics.sources.collect.layout import node_of_file, resolve_sources
+from forensics.sources.engine import canonical_ranks
+from forensics.sources.lines import LineBatch
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures" / "engine"
@@ -464,10 +460,10 @@ def test_tiny_segments_give_the_same_rows(fixture: str) -> None:
     ],
 )
 def test_line_staging_splits_exactly_at_newlines(chunk: bytes, lines: list[str]) -> None:
-    """Both staging paths (zero-copy slice, numpy general path) give each line without its terminator."""
-    table = _to_arrow(chunk, 7, _ReadState())
-    assert table.column("line").to_pylist() == lines
-    assert table.column("line_no").to_pylist() == list(range(7, 7 + len(lines)))
+    """The collection stage's batches give each line without its terminator, numbered from the first."""
+    batch = LineBatch.from_bytes(chunk, first_line=7)
+    assert batch.text().to_pylist() == lines
+    assert batch.line_no.tolist() == list(range(7, 7 + len(lines)))
 
 
 def test_prompt_with_both_quote_kinds_and_fake_fields_is_never_read(tmp_path: Path) -> None:

@@ -24,10 +24,9 @@ import json
 import os
 import re
 import time
-import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,17 +35,34 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from forensics.errors import InputError, ParameterError
+from forensics.errors import ParameterError
 from forensics.sources import engine_sql as q
+from forensics.sources.collect import ReadResult, read_lines
+from forensics.sources.collect.layout import EngineSource, NodeRule, resolve_sources
 from forensics.sources.files import (
     finish_file,
-    gunzip_block,
     progress_bar,
     register_file,
     sha256_file,
     store_rejected,
 )
+from forensics.sources.lines import NO_TIME, LineBatch
 from forensics.sources.summary import FileSummary, IngestSummary
+from forensics.sources.timezones import (
+    AMBIGUOUS,
+    BY_COLLECTOR,
+    BY_ORDER,
+    GAP,
+    OK,
+    OffsetEstimate,
+    auto_offsets,
+    check_tz,
+    fixed_offset_s,
+    format_offset,
+    has_transition,
+    offset_warning,
+    to_utc,
+)
 
 if TYPE_CHECKING:
     from forensics.case import Case
@@ -57,10 +73,7 @@ CHUNK_BYTES = 16 << 20
 #: (no spilling) and memory is bounded for any file size.
 SEGMENT_BYTES = 64 << 20
 
-#: Rank of each rotation suffix: ``sglang.log.2.gz`` (oldest) before ``sglang.log.1.gz`` before ``sglang.log``.
-_ROTATION = re.compile(r"^(?P<base>.*?)(?:\.(?P<n>\d+))?(?:\.(?:gz|zst|zstd))?$")
 _METRICS = re.compile(r"sglang-request-metrics-(?P<d>\d{8})_(?P<h>\d{2})")
-_COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd")
 
 #: Typed tables an engine line can land in (for the per-file count).
 _TABLES = (
@@ -74,117 +87,6 @@ _TABLES = (
 )
 
 
-@dataclass
-class EngineSource:
-    """One file to read, with the node it belongs to.
-
-    Example:
-        >>> EngineSource(node="prefill-0", path=Path("sglang.log")).kind
-        'log'
-    """
-
-    node: str
-    path: Path
-    kind: str = "log"  # 'log' | 'metrics'
-    order: tuple[Any, ...] = field(default_factory=tuple)
-
-
-# -- path resolution ------------------------------------------------------------------------------
-
-
-def node_of_file(path: Path) -> str:
-    """The node name a lone file stands for: its name without rotation/compression/.log suffixes.
-
-    Example:
-        >>> node_of_file(Path("decode-1.log.2.gz"))
-        'decode-1'
-        >>> node_of_file(Path("sglang-request-metrics-20260828_13.log"))
-        'sglang-request-metrics'
-    """
-    name = path.name
-    for suf in _COMPRESSED_SUFFIXES:
-        if name.endswith(suf):
-            name = name[: -len(suf)]
-    name = re.sub(r"\.\d+$", "", name)
-    name = re.sub(r"\.(log|txt|out|err|jsonl|json)$", "", name)
-    name = re.sub(r"-\d{8}_\d{2}$", "", name)
-    return name or path.name
-
-
-def _rotation_key(path: Path) -> tuple[Any, ...]:
-    # Older rotations carry larger numbers; read them first so lines come in time order.
-    m = _ROTATION.match(path.name)
-    base = m.group("base") if m else path.name
-    n = int(m.group("n")) if m and m.group("n") else 0
-    return (str(path.parent), base, -n, path.name)
-
-
-def _files_in(directory: Path) -> list[Path]:
-    return sorted(
-        p
-        for p in directory.rglob("*")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(directory).parts)
-    )
-
-
-def resolve_sources(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[EngineSource]:
-    """Turn ``[NODE=]PATH`` arguments into files with their node, in reading order.
-
-    A directory whose subdirectories hold files gives one node per subdirectory (named after it;
-    files directly inside it are nodes by their stem); a file alone is the node of its stem.
-
-    Example:
-        >>> resolve_sources([])
-        Traceback (most recent call last):
-        ...
-        forensics.errors.InputError: no engine paths given (pass --engine [NODE=]PATH)
-    """
-    if isinstance(paths, str | os.PathLike):
-        paths = [paths]
-    items = [os.fspath(p) for p in paths]
-    if not items:
-        raise InputError("no engine paths given", hint="pass --engine [NODE=]PATH")
-    out: list[EngineSource] = []
-    for item in items:
-        node: str | None = None
-        raw = item
-        if "=" in item and not Path(item).exists():
-            node, raw = item.split("=", 1)
-            node = node.strip()
-            if not node:
-                raise ParameterError(f"empty node name in {item!r}", hint="use NODE=PATH")
-        p = Path(raw)
-        if p.is_file():
-            out.append(EngineSource(node or node_of_file(p), p))
-        elif p.is_dir():
-            files = _files_in(p)
-            if not files:
-                raise InputError(f"directory {raw} contains no files", hint="check the path")
-            for f in files:
-                rel = f.relative_to(p)
-                if node is not None:
-                    n = node
-                elif len(rel.parts) > 1:
-                    n = rel.parts[0]
-                else:
-                    n = node_of_file(f)
-                out.append(EngineSource(n, f))
-        else:
-            raise InputError(f"{raw}: no such file or directory", hint="check the path")
-    seen: set[Path] = set()
-    unique: list[EngineSource] = []
-    for s in out:
-        r = s.path.resolve()
-        if r in seen:
-            continue
-        seen.add(r)
-        s.kind = "metrics" if _METRICS.search(s.path.name) else "log"
-        s.order = (s.node, s.kind != "log", *_rotation_key(s.path))
-        unique.append(s)
-    unique.sort(key=lambda s: s.order)
-    return unique
-
-
 # -- reading ---------------------------------------------------------------------------------------
 
 
@@ -192,165 +94,125 @@ def resolve_sources(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[s
 class _ReadState:
     lines: int = 0
     complete: bool = True
-    warning: str | None = None
-    cut_line: bytes | None = None
+    warnings: list[str] = field(default_factory=list)
     bad_utf8_lines: list[int] = field(default_factory=list)
     bad_utf8_count: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     rejected: list[tuple[int, str, bytes]] = field(default_factory=list)
-    carry_line: int | None = None
-    carry_ts: dt.datetime | None = None
+    #: per node: the last prefixed line (line_no, seq, ts) of the previous segment
+    carry: dict[str, tuple[int, int, dt.datetime | None]] = field(default_factory=dict)
+    #: the collection stage's totals (wrapper, joined and framing lines)
+    read: ReadResult | None = None
+    #: nodes this file's lines went to (a shipper export names the pod per line)
+    nodes: set[str] = field(default_factory=set)
+    #: (engine local time, collector UTC time) samples for the zone check, microseconds
+    tz_pairs: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    #: --engine-tz auto: the offsets applied, and lines whose time could not be placed
+    auto: list[OffsetEstimate] = field(default_factory=list)
+    dst_flags: dict[int, int] = field(default_factory=dict)
+    #: segments that had engine local times at all (a router log has none: UTC by itself)
+    local_lines: int = 0
 
 
-def _blocks(path: Path, comp: str, state: _ReadState, size: int) -> Iterator[bytes]:
-    """Decompressed blocks of a file; a truncated/corrupt stream ends early and is noted."""
-    if comp == "gzip":
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        with open(path, "rb") as fh:
-            try:
-                # Read compressed input in small pieces: logs compress ~15x, so a full-size
-                # compressed read would decompress to a block far larger than `size` and break
-                # the memory bound (measured: 2.8 GiB peak on a 1.3 GB-decompressed file).
-                while block := fh.read(max(1, size // 32)):
-                    d, out = gunzip_block(d, block)
-                    if out:
-                        yield out
-                if not d.eof:
-                    state.complete = False
-                    state.warning = "gzip stream is truncated; the readable prefix was loaded"
-            except zlib.error as exc:
-                state.complete = False
-                state.warning = f"gzip stream is corrupt ({exc}); the readable prefix was loaded"
-    elif comp == "zstd":
-        import zstandard
-
-        with open(path, "rb") as raw:
-            reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-            try:
-                while block := reader.read(size):
-                    yield block
-            except zstandard.ZstdError as exc:
-                state.complete = False
-                state.warning = f"zstd stream is truncated or corrupt ({exc}); the readable prefix was loaded"
+def _batch_table(b: LineBatch, seq0: int, state: _ReadState) -> pa.Table:
+    """One batch of logical lines as the Arrow table the SQL stage reads (``_eng_raw``)."""
+    bad: list[int] = []
+    text = b.text(invalid=bad)
+    if bad:
+        state.bad_utf8_count += len(bad)
+        state.bad_utf8_lines.extend(int(b.line_no[i]) for i in bad[: max(0, 5 - len(state.bad_utf8_lines))])
+    n = len(b)
+    if b.collector_us is not None:
+        us = b.collector_us
+        wrapper_ts = pa.array(us, mask=us == NO_TIME, type=pa.int64()).cast(pa.timestamp("us"))
     else:
-        with open(path, "rb") as fh:
-            while block := fh.read(size):
-                yield block
-
-
-def _to_arrow(chunk: bytes, first_line: int, state: _ReadState) -> pa.Table:
-    """One chunk of whole lines as an Arrow table (line_no, line) without a Python loop per line."""
-    if chunk and b"\r" not in chunk:
-        # Common case, no copy per line: the chunk itself is the Arrow data buffer, each line's
-        # string runs up to and including its '\n', which one vectorised slice then drops. Arrow
-        # validates the UTF-8 (else the general path below). 3.5x cheaper than bytes.split().
-        whole = chunk if chunk.endswith(b"\n") else chunk + b"\n"
-        ends = np.flatnonzero(np.frombuffer(whole, dtype=np.uint8) == 10)
-        bounds = np.empty(len(ends) + 1, dtype=np.int64)
-        bounds[0] = 0
-        bounds[1:] = ends + 1
-        raw = pa.LargeBinaryArray.from_buffers(
-            pa.large_binary(), len(ends), [None, pa.py_buffer(bounds), pa.py_buffer(whole)]
-        )
-        try:
-            text = pc.binary_slice(raw, 0, -1).cast(pa.large_string())
-        except pa.ArrowInvalid:
-            pass
-        else:
-            nos = pa.array(np.arange(first_line, first_line + len(ends), dtype=np.int64))
-            return pa.table({"line_no": nos, "line": text})
-    try:
-        chunk.decode("utf-8")
-    except UnicodeDecodeError:
-        # Keep the line: invalid bytes become U+FFFD; note which lines were touched.
-        fixed = chunk.decode("utf-8", "replace").encode("utf-8")
-        arr_f = np.frombuffer(fixed, dtype=np.uint8)
-        nl_f = np.flatnonzero(arr_f == 10)
-        pos = [m.start() for m in re.finditer(b"\xef\xbf\xbd", fixed)]
-        bad = np.unique(np.searchsorted(nl_f, np.array(pos, dtype=np.int64)) + first_line)
-        state.bad_utf8_count += int(bad.size)
-        state.bad_utf8_lines.extend(int(x) for x in bad[: max(0, 5 - len(state.bad_utf8_lines))])
-        chunk = fixed
-    arr = np.frombuffer(chunk, dtype=np.uint8)
-    nl = np.flatnonzero(arr == 10)
-    starts = np.concatenate(([0], nl + 1)).astype(np.int64)
-    if starts[-1] == len(chunk):
-        starts = starts[:-1]
-    n = len(starts)
-    # Drop the line terminators ('\n' and a '\r' just before it) with one vectorised copy, so
-    # each Arrow string is exactly the line's content.
-    cr = nl[(nl > 0)]
-    cr = cr[arr[cr - 1] == 13] - 1
-    drop = np.sort(np.concatenate((nl, cr))) if cr.size else nl
-    data = np.delete(arr, drop) if drop.size else arr
-    offsets = np.concatenate((starts - np.searchsorted(drop, starts), [len(data)])).astype(np.int64)
-    lines = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data.tobytes()))
-    nos = pa.array(np.arange(first_line, first_line + n, dtype=np.int64))
-    return pa.table({"line_no": nos, "line": lines})
+        wrapper_ts = pa.nulls(n, pa.timestamp("us"))
+    node = b.node.cast(pa.string()) if b.node is not None else pa.nulls(n, pa.string())
+    return pa.table({
+        "line_no": pa.array(b.line_no), "seq": pa.array(np.arange(seq0, seq0 + n, dtype=np.int64)),
+        "wrapper_ts": wrapper_ts, "line": text, "node": node,
+    })
 
 
 def stage_lines(
     case: Case,
     path: Path,
-    comp: str,
     state: _ReadState,
-    on_segment: Callable[[], None],
+    on_segment: Callable[[str | None], None],
     chunk_bytes: int = CHUNK_BYTES,
     segment_bytes: int = SEGMENT_BYTES,
+    tz: str = "UTC",
+    node_rule: NodeRule | None = None,
 ) -> None:
-    """Stream a file's physical lines to DuckDB as the Arrow view ``_eng_raw`` (1-based line numbers).
+    """Stream a file's logical lines to DuckDB as the Arrow view ``_eng_raw``.
 
-    Every ``segment_bytes`` of text (and at the end) ``on_segment`` is called to process the
-    staged lines (registered as ``_eng_raw``), then they are released: memory stays bounded
-    whatever the file size. The last line is kept even without a trailing newline, except when a
-    compressed stream broke off: that partial line is set aside in ``state.cut_line`` for
-    ``rejected_lines``.
+    The collection stage (:func:`forensics.sources.collect.read_lines`) reads the file (plain,
+    gzip, zstd; any collection wrapper, detected from the content) and hands over logical lines
+    with their physical line numbers. Every ``segment_bytes`` of text (and at the end)
+    ``on_segment(node)`` processes the staged lines (registered as ``_eng_raw``), then they are
+    released: memory stays bounded whatever the file size. Lines whose wrapper named their pod
+    (a shipper export) are processed per logical node (``node`` given); others with ``None``.
+    Lines the collection stage set aside (a wrapper line it could not read, a line cut by a
+    truncated stream) go to ``state.rejected`` with their reason.
     """
     con = case.con
-    pending = b""
-    next_line = 1
     staged = 0
+    seq = 0
     tables: list[pa.Table] = []
+    per_node: dict[str | None, int] = {}
+    reader = read_lines(path, block_bytes=chunk_bytes,
+                        context={"tz": "UTC" if tz == "auto" else tz, "node_rule": node_rule,
+                                 "fixed_node": node_rule is None})
 
-    def segment() -> None:
-        nonlocal staged
+    def run(tbl: pa.Table, node: str | None) -> None:
         # DuckDB scans the Arrow chunks in place (no copy into a staging table). register()
         # refuses while an earlier result is still open (a fetchone()): complete() it first.
         con.complete()
-        con.register("_eng_raw", pa.concat_tables(tables))
-        tables.clear()  # the registration holds the only reference: freed once the stage has read it
+        con.register("_eng_raw", tbl)
         try:
-            on_segment()
+            on_segment(node)
         finally:
             con.complete()
             con.unregister("_eng_raw")
+
+    def segment() -> None:
+        nonlocal staged
+        tbl = pa.concat_tables(tables)
+        tables.clear()  # the registration holds the only reference: freed once the stage has read it
+        nodes = tbl.column("node")
+        tbl = tbl.drop_columns(["node"])
+        if nodes.null_count == len(nodes):
+            run(tbl, None)
+        else:
+            for value in pc.unique(nodes).to_pylist():
+                mask = pc.is_null(nodes) if value is None else pc.fill_null(pc.equal(nodes, value), False)
+                sub = tbl.filter(mask)
+                # each node's lines get their own dense index: "the line before" means of that node
+                k = per_node.get(value, 0)
+                per_node[value] = k + sub.num_rows
+                sub = sub.set_column(sub.schema.get_field_index("seq"), "seq",
+                                     pa.array(np.arange(k, k + sub.num_rows, dtype=np.int64)))
+                run(sub, value)
         staged = 0
 
-    def flush(data: bytes) -> None:
-        nonlocal next_line, staged
-        tbl = _to_arrow(data, next_line, state)
-        tables.append(tbl)
-        next_line += tbl.num_rows
-        staged += len(data)
+    for b in reader:
+        if b.rejected:
+            state.rejected.extend((ln, reason, _redact_raw(raw)) for ln, reason, raw in b.rejected)
+        if len(b):
+            tables.append(_batch_table(b, seq, state))
+            seq += len(b)
+            staged += int((b.ends - b.starts).sum()) + len(b)
         if staged >= segment_bytes:
             segment()
-
-    for block in _blocks(path, comp, state, chunk_bytes):
-        data = pending + block if pending else block
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            pending = data
-            continue
-        pending = data[cut + 1 :]
-        flush(data[: cut + 1])
-    if pending:
-        if state.complete:
-            flush(pending)
-        else:
-            state.cut_line = pending
-    if staged:
+    if tables:
         segment()
-    state.lines = next_line - 1 + (1 if state.cut_line is not None else 0)
+    res = reader.result
+    state.read = res
+    state.lines = res.lines
+    state.complete = res.complete
+    if res.status.problem:
+        state.warnings.append(res.status.problem)
+    state.warnings.extend(res.warnings)
 
 
 # -- the per-file pipeline -----------------------------------------------------------------------
@@ -360,23 +222,12 @@ def _setup(case: Case, tz: str) -> None:
     con = case.con
     con.execute(q.FACTS_DDL)
     con.execute(q.MACROS)
-    if tz.upper() == "UTC":
+    if tz.upper() == "UTC" or tz == "auto":
+        # auto: local times are first read as UTC, then shifted per line by the offset the
+        # collector's times show (_auto_zone)
         con.execute("CREATE OR REPLACE TEMP MACRO _eng_tz(t) AS t")
     else:
         con.execute(f"CREATE OR REPLACE TEMP MACRO _eng_tz(t) AS timezone('UTC', timezone('{tz}', t))")
-
-
-def _check_tz(case: Case, tz: str) -> str:
-    if "'" in tz or not tz:
-        raise ParameterError(f"invalid time zone {tz!r}", hint="use an IANA name such as Asia/Singapore")
-    if tz.upper() == "UTC":
-        return "UTC"
-    row = case.con.execute(
-        "SELECT name FROM pg_timezone_names() WHERE lower(name) = lower($tz) LIMIT 1", {"tz": tz}
-    ).fetchone()
-    if not row:
-        raise ParameterError(f"unknown time zone {tz!r}", hint="use an IANA name such as Asia/Singapore")
-    return str(row[0])
 
 
 def _file_hour(src: EngineSource, tz: str) -> dt.datetime | None:
@@ -385,20 +236,25 @@ def _file_hour(src: EngineSource, tz: str) -> dt.datetime | None:
     if not m:
         return None
     local = dt.datetime.strptime(m.group("d") + m.group("h"), "%Y%m%d%H")
-    if tz == "UTC":
-        return local
+    off = fixed_offset_s(tz) if tz != "auto" else 0
+    if off is not None:
+        return local - dt.timedelta(seconds=off)
     from zoneinfo import ZoneInfo
 
     return local.replace(tzinfo=ZoneInfo(tz)).astimezone(dt.UTC).replace(tzinfo=None)
 
 
-def _process_segment(case: Case, src: EngineSource, file_id: int, tz: str, state: _ReadState) -> None:
+def _process_segment(case: Case, src: EngineSource, file_id: int, tz: str, state: _ReadState,
+                     node: str | None = None) -> None:
     """Classify and load the staged lines of one segment; add to the file's counts and rejects.
 
     One transaction per segment: one commit (WAL write, checkpoint) instead of one per statement,
     and the segment's temp tables are released at its end (memory stays bounded).
     """
     con = case.con
+    if node is not None:
+        src = replace(src, node=node)  # a line whose wrapper named its pod belongs to that pod's node
+    state.nodes.add(src.node)
     con.execute("BEGIN TRANSACTION")
     try:
         _segment_statements(case, src, file_id, tz, state)
@@ -437,16 +293,18 @@ def _segment_statements(case: Case, src: EngineSource, file_id: int, tz: str, st
     if src.kind == "metrics":
         con.execute("UPDATE _eng_cls SET cls = CASE WHEN msg = '' THEN 'blank' ELSE 'req_metrics' END")
     _canonical_ranks(case)
+    _zone_pass(case, tz, state)
     row = con.execute("SELECT count(*) FROM _eng_cls WHERE ets = '' AND rts = ''").fetchone()
+    carry = state.carry.get(src.node)
     if row and row[0]:
-        if state.carry_line is not None:
+        if carry is not None:
             # The last prefixed line of the previous segment, so continuation lines at the start
             # of this one still find the line (and time) they follow.
             con.execute(
-                "INSERT INTO _eng_cls (line_no, pre, msg, ets, rts, rlevel, cls, ranks, ts, collector_ts, "
-                "ts_inferred, attached_to_line) VALUES ($l, '', '', 'carry', '', '', '__carry__', NULL, $t, "
+                "INSERT INTO _eng_cls (line_no, seq, pre, msg, ets, ems, rts, rlevel, cls, ranks, ts, collector_ts, "
+                "ts_inferred, attached_to_line) VALUES ($l, $s, '', '', 'carry', '', '', '', '__carry__', NULL, $t, "
                 "NULL, false, NULL)",
-                {"l": state.carry_line, "t": state.carry_ts},
+                {"l": carry[0], "s": carry[1], "t": carry[2]},
             )
         con.execute(q.INFER)
         con.execute("DELETE FROM _eng_cls WHERE cls = '__carry__'")
@@ -467,10 +325,132 @@ def _segment_statements(case: Case, src: EngineSource, file_id: int, tz: str, st
             for ln, reason, raw in con.execute(q.REJECTS).fetchall()
         )
     last = con.execute(
-        "SELECT line_no, ts FROM _eng_cls WHERE ets <> '' OR rts <> '' ORDER BY line_no DESC LIMIT 1"
+        "SELECT line_no, seq, ts FROM _eng_cls WHERE ets <> '' OR rts <> '' ORDER BY seq DESC LIMIT 1"
     ).fetchone()
     if last:
-        state.carry_line, state.carry_ts = int(last[0]), last[1]
+        state.carry[src.node] = (int(last[0]), int(last[1]), last[2])
+
+
+#: Engine-time samples per file for the zone check (spread over the file's segments).
+_TZ_SAMPLES = 20_000
+
+
+def _zone_pass(case: Case, tz: str, state: _ReadState) -> None:
+    """Check and correct the engine's local times against the collector's UTC times.
+
+    * Every segment gives (engine local time, collector UTC time) samples for the per-file check
+      (``timezones.offset_warning``, at the end of the file).
+    * ``--engine-tz auto``: each line's offset is taken from the collector (``auto_offsets``).
+    * A zone that changes its offset inside the segment: the spring gap and the repeated autumn
+      hour are redone by ``timezones.to_utc`` (collector time, then line order; what neither
+      resolves gets no time).
+    """
+    con = case.con
+    row = con.execute(
+        "SELECT count(*) FILTER (WHERE collector_ts IS NOT NULL), min(ets), max(ets) FROM _eng_cls WHERE ets <> ''"
+    ).fetchall()[0]
+    with_collector, lo, hi = int(row[0] or 0), row[1], row[2]
+    if lo is None:
+        return
+    state.local_lines += 1
+    local_sql = ("epoch_us(try_cast(CASE WHEN ems <> '' THEN ets || '.' || ems ELSE ets END AS TIMESTAMP))")
+    have = sum(int(p[0].size) for p in state.tz_pairs)
+    if with_collector and have < _TZ_SAMPLES and tz != "auto":
+        t = con.sql(
+            f"SELECT {local_sql} AS loc, epoch_us(collector_ts) AS col FROM _eng_cls "
+            f"WHERE ets <> '' AND collector_ts IS NOT NULL LIMIT {_TZ_SAMPLES - have}").to_arrow_table()
+        state.tz_pairs.append((_us(t.column("loc")), _us(t.column("col"))))
+    dst = False
+    if tz != "auto" and fixed_offset_s(tz) is None:
+        lo_us = _us(pa.array([dt.datetime.fromisoformat(str(lo))], pa.timestamp("us")))[0]
+        hi_us = _us(pa.array([dt.datetime.fromisoformat(str(hi))], pa.timestamp("us")))[0]
+        dst = has_transition(tz, int(lo_us), int(hi_us))
+    if tz != "auto" and not dst:
+        return
+    t = con.sql(
+        f"SELECT seq, {local_sql} AS loc, epoch_us(collector_ts) AS col FROM _eng_cls WHERE ets <> '' ORDER BY seq"
+    ).to_arrow_table()
+    seq, loc, col = _us(t.column("seq")), _us(t.column("loc")), _us(t.column("col"))
+    if tz == "auto":
+        offs, est = auto_offsets(loc, col)
+        if est.offset_s is None and state.auto and state.auto[-1].offset_s is not None:
+            offs[:] = int(state.auto[-1].offset_s)
+        state.auto.append(est)
+        new = np.where(loc == NO_TIME, NO_TIME, loc - offs * 1_000_000)
+        if with_collector and have < _TZ_SAMPLES:
+            both = col != NO_TIME
+            state.tz_pairs.append((loc[both][: _TZ_SAMPLES - have], col[both][: _TZ_SAMPLES - have]))
+        change = np.flatnonzero(offs != 0)
+    else:
+        conv = to_utc(loc, tz, collector_us=col)
+        for flag in (GAP, AMBIGUOUS, BY_COLLECTOR, BY_ORDER):
+            k = conv.count(flag)
+            if k:
+                state.dst_flags[flag] = state.dst_flags.get(flag, 0) + k
+        new = conv.utc_us
+        change = np.flatnonzero(conv.flags != OK)
+    if not change.size:
+        return
+    vals = new[change]
+    fix = pa.table({"seq": pa.array(seq[change]),
+                    "ts": pa.array(vals, mask=vals == NO_TIME, type=pa.int64()).cast(pa.timestamp("us"))})
+    con.register("_eng_tzfix", fix)
+    try:
+        con.execute("UPDATE _eng_cls SET ts = x.ts FROM _eng_tzfix x WHERE _eng_cls.seq = x.seq")
+    finally:
+        con.unregister("_eng_tzfix")
+
+
+def _us(col: Any) -> np.ndarray:
+    """An Arrow integer/timestamp column as int64 microseconds, NO_TIME for nulls."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_timestamp(arr.type):
+        arr = arr.cast(pa.timestamp("us")).cast(pa.int64())
+    return np.asarray(arr.fill_null(NO_TIME).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _zone_warnings(src: EngineSource, tz: str, state: _ReadState) -> tuple[list[str], str]:
+    """The file's zone findings: warnings, and the zone to record (``auto:+08:00`` for auto)."""
+    out: list[str] = []
+    name = src.path.name
+    if state.tz_pairs:
+        loc = np.concatenate([p[0] for p in state.tz_pairs])
+        col = np.concatenate([p[1] for p in state.tz_pairs])
+    else:
+        loc = col = np.zeros(0, dtype=np.int64)
+    recorded = tz
+    if tz == "auto":
+        found = [e for e in state.auto if e.offset_s is not None]
+        if not state.local_lines:
+            recorded = "auto:none"  # no zone-less local time in this file (router logs are UTC)
+        elif not found:
+            out.append(f"{name}: --engine-tz auto found no collector time beside the engine's times; "
+                       "its local times were read as UTC: their zone is unknown (pass --engine-tz ZONE)")
+            recorded = "auto:unknown"
+        else:
+            seen: dict[int, int] = {}
+            for e in found:
+                for o, c in e.seen:
+                    seen[o] = seen.get(o, 0) + c
+            main = sorted(seen.items(), key=lambda kv: -kv[1])
+            labels = [format_offset(o) for o, c in main if c >= max(1, 0.01 * sum(seen.values()))]
+            recorded = "auto:" + "/".join(labels)
+    elif loc.size:
+        w = offset_warning(name, tz, loc, col)
+        if w:
+            out.append(w)
+    gap, amb = state.dst_flags.get(GAP, 0), state.dst_flags.get(AMBIGUOUS, 0)
+    if gap:
+        out.append(f"{gap} line(s) carry local times that do not exist in {tz} (spring DST gap): "
+                   "their time is unknown (NULL)")
+    if amb:
+        out.append(f"{amb} line(s) fall in the repeated autumn hour of {tz} and neither a collector "
+                   "time nor the line order places them: their time is unknown (NULL)")
+    resolved = state.dst_flags.get(BY_COLLECTOR, 0) + state.dst_flags.get(BY_ORDER, 0)
+    if resolved:
+        out.append(f"{resolved} line(s) in the repeated autumn hour of {tz} were placed by the "
+                   "collector's time or the line order")
+    return out, recorded
 
 
 #: Canonical order of rank tags (the newest releases' order).
@@ -678,9 +658,16 @@ def ingest_engine(
     quiet: bool = True,
     chunk_bytes: int = CHUNK_BYTES,
     segment_bytes: int = SEGMENT_BYTES,
+    node_map: str | os.PathLike[str] | None = None,
     **options: Any,
 ) -> IngestSummary:
     """Load SGLang engine/router logs (``[NODE=]PATH`` items) and rebuild ``engine_starts``.
+
+    Files may be plain or collected (CRI, Docker, journald, syslog, shipper exports: detected per
+    file, :mod:`forensics.sources.collect`). ``tz`` is the zone of the engines' local times, or
+    ``auto`` (each file's offset from its collector's UTC times). ``node_map`` is a TOML file of
+    ``"regex" = "node"`` pairs grouping pods into logical nodes (default rule:
+    :func:`forensics.sources.collect.layout.default_node`).
 
     Example:
         >>> from forensics.case import open_case
@@ -690,12 +677,17 @@ def ingest_engine(
     """
     if options:
         raise ParameterError(f"unknown engine option(s): {', '.join(sorted(options))}",
-                             hint="engine ingest takes paths, tz and quiet")
+                             hint="engine ingest takes paths, tz, node_map and quiet")
     t0 = time.perf_counter()
-    tz = _check_tz(case, tz)
-    sources = resolve_sources(paths)
+    # auto: each file's offset from its collection wrapper's UTC times (timezones.auto_offsets)
+    tz = "auto" if tz.strip().lower() == "auto" else check_tz(tz)
+    rule = NodeRule.load(node_map)
+    layout_warnings: list[str] = []
+    sources = resolve_sources(paths, node_map=rule, warnings=layout_warnings)
     _setup(case, tz)
     summary = IngestSummary()
+    if layout_warnings:
+        summary.notes["engine layout warnings"] = layout_warnings
     kinds: dict[str, int] = {}
     samples: list[str] = []
     touched: set[str] = set()
@@ -712,10 +704,9 @@ def ingest_engine(
             for src, digest in zip(sources, digests, strict=True):
                 if bar is not None:
                     bar.update(bar.task_ids[0], file=src.path.name)
-                fs = _ingest_one(case, src, digest.result(), tz, kinds, samples, chunk_bytes, segment_bytes)
+                fs = _ingest_one(case, src, digest.result(), tz, kinds, samples, chunk_bytes, segment_bytes,
+                                 touched, rule)
                 summary.files.append(fs)
-                if fs.skipped is None:
-                    touched.add(src.node)
                 if bar is not None:
                     bar.update(bar.task_ids[0], advance=src.path.stat().st_size)
     finally:
@@ -731,12 +722,14 @@ def ingest_engine(
 
 def _ingest_one(
     case: Case, src: EngineSource, digest: str, tz: str, kinds: dict[str, int], samples: list[str],
-    chunk_bytes: int, segment_bytes: int,
+    chunk_bytes: int, segment_bytes: int, nodes_seen: set[str], rule: NodeRule,
 ) -> FileSummary:
     fmt = "sglang-request-metrics" if src.kind == "metrics" else "sglang"
     reg = register_file(
         case, src.path, kind="engine", format=fmt, layer="engine", node=src.node, tz=tz,
-        options={"node": src.node, "tz": tz, "format": fmt}, sha256=digest,
+        options={"node": src.node, "tz": tz, "format": fmt,
+                 **({"pod": src.pod} if src.pod else {}), **({"container": src.container} if src.container else {}),
+                 **({"namespace": src.namespace} if src.namespace else {})}, sha256=digest,
     )
     fs = FileSummary(path=str(src.path), kind="engine", format=fmt, layer="engine", node=src.node,
                      size=src.path.stat().st_size)
@@ -747,14 +740,12 @@ def _ingest_one(
     fs.file_id = reg.file_id
     state = _ReadState()
     file_id = reg.file_id
-    stage_lines(case, src.path, reg.compression, state,
-                on_segment=lambda: _process_segment(case, src, file_id, tz, state),
-                chunk_bytes=chunk_bytes, segment_bytes=segment_bytes)
+    stage_lines(case, src.path, state,
+                on_segment=lambda node: _process_segment(case, src, file_id, tz, state, node),
+                chunk_bytes=chunk_bytes, segment_bytes=segment_bytes, tz=tz,
+                node_rule=None if src.fixed_node else rule)
     counts = state.counts
     rejected = state.rejected
-    if state.cut_line is not None:
-        rejected.append((state.lines, "line cut off by the end of a truncated compressed stream",
-                         _redact_raw(state.cut_line)))
     n_rej = store_rejected(case, reg.file_id, rejected)
     loaded = _loaded_count(case, reg.file_id)
     # Router files are told apart by their lines, not their names.
@@ -762,21 +753,32 @@ def _ingest_one(
         v for k, v in counts.items() if not k.startswith("router")
     ):
         fs.format = "smg-router"
-    warnings = []
-    if state.warning:
-        warnings.append(state.warning)
+    read = state.read
+    assert read is not None
+    warnings = list(state.warnings)
     if state.bad_utf8_count:
         warnings.append(
             f"{state.bad_utf8_count} line(s) had invalid UTF-8 bytes, kept with U+FFFD "
             f"(first at line {state.bad_utf8_lines[0]})"
         )
-    if loaded + n_rej != state.lines:
-        warnings.append(f"count mismatch: {state.lines} lines read, {loaded} loaded, {n_rej} rejected")
+    zone_warnings, tz_recorded = _zone_warnings(src, tz, state)
+    warnings.extend(zone_warnings)
+    # physical lines = logical lines loaded + joined partial lines + wrapper framing + rejected
+    accounted = loaded + n_rej + read.joined + read.framing
+    if accounted != state.lines:
+        warnings.append(f"count mismatch: {state.lines} lines read, {loaded} loaded, {n_rej} rejected, "
+                        f"{read.joined} joined, {read.framing} framing")
     fs.lines_read, fs.rows_loaded, fs.rows_rejected = state.lines, loaded, n_rej
+    fs.lines_joined, fs.lines_framing = read.joined, read.framing
     fs.complete, fs.warnings = state.complete, warnings
+    fs.detected = read.detected
     finish_file(case, reg.file_id, lines_read=state.lines, rows_loaded=loaded, rows_rejected=n_rej,
                 rows_duplicate=0, complete=state.complete, warning="; ".join(warnings) or None,
                 format=fs.format)
+    case.con.execute(
+        "UPDATE evidence_files SET wrapper = $w, lines_joined = $j, lines_framing = $f, tz = $tz WHERE file_id = $id",
+        {"w": read.wrapper, "j": read.joined, "f": read.framing, "tz": tz_recorded, "id": reg.file_id})
+    nodes_seen.update(state.nodes)
     for k, v in counts.items():
         kinds[k] = kinds.get(k, 0) + v
     if len(samples) < 5:

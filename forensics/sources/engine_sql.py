@@ -1,7 +1,8 @@
 """The SQL half of the engine loader: classify staged lines and extract typed rows in DuckDB.
 
-Every statement works on ``_eng_raw(line_no, line)`` (an Arrow view) holding one file's physical
-lines (see :mod:`forensics.sources.engine`). Nothing here loops over lines in Python: lines are
+Every statement works on ``_eng_raw(line_no, seq, wrapper_ts, line)`` (an Arrow view) holding one
+file's logical lines (``seq``: dense index in the file; ``wrapper_ts``: the collection wrapper's
+UTC time, or NULL) (see :mod:`forensics.sources.engine`). Nothing here loops over lines in Python: lines are
 classified with cheap prefix/contains tests and fields are pulled with vectorised regexes.
 
 Example:
@@ -194,29 +195,32 @@ REQ_TOKENS = (
 #: PREFIX_RE (a CASE branch runs on its rows only).
 STAGE = r"""
 CREATE OR REPLACE TEMP TABLE _eng_cls AS
-SELECT line_no, pre,
+SELECT line_no, seq, pre,
        -- a request record keeps only its field tokens (no prompt text, far less to store); the
        -- tokeniser runs here, where the Arrow scan is parallel (a segment of 2 KB request
        -- lines is less than one row group of _eng_cls, so a later statement ran on one thread)
        CASE WHEN cls IN ('req_received', 'req_finished') THEN NULL ELSE msg END AS msg,
-       ets, rts, rlevel, cls, ranks, ts, collector_ts, ts_inferred, attached_to_line,
+       ets, ems, rts, rlevel, cls, ranks, ts, collector_ts, ts_inferred, attached_to_line,
        CASE WHEN cls IN ('req_received', 'req_finished') THEN __REQTOKENS__ END AS req_tokens
 FROM (
-SELECT line_no, pre, msg, ets, rts, rlevel,
+SELECT line_no, seq, pre, msg, ets, ems, rts, rlevel,
        __CLASSIFY__ AS cls,
        nullif(ltrim(ranks_raw), '') AS ranks,
        CASE WHEN ets = '' THEN (CASE WHEN rts <> '' THEN try_cast(replace(rts, 'T', ' ') AS TIMESTAMP) END)
             WHEN ems = '' THEN _eng_tz(try_cast(ets AS TIMESTAMP))
             ELSE _eng_tz(try_cast(ets || '.' || ems AS TIMESTAMP)) END AS ts,
-       CASE WHEN cms <> '' THEN epoch_ms(cms::BIGINT)
+       -- the collection wrapper's time (CRI, journald, ...) first, else collector columns in the line
+       CASE WHEN wrapper_ts IS NOT NULL THEN wrapper_ts
+            WHEN cms <> '' THEN epoch_ms(cms::BIGINT)
             WHEN ciso <> '' THEN try_cast(ciso AS TIMESTAMPTZ)::TIMESTAMP
        END AS collector_ts,
        false AS ts_inferred,
        CAST(NULL AS BIGINT) AS attached_to_line
 FROM (
-  SELECT line_no, pre, substr(line, length(pre) + 1, 1000000000) AS msg, cms, ciso, ets, ems, ranks_raw, rts, rlevel
+  SELECT line_no, seq, wrapper_ts, pre, substr(line, length(pre) + 1, 1000000000) AS msg, cms, ciso, ets, ems,
+         ranks_raw, rts, rlevel
   FROM (
-    SELECT line_no, line,
+    SELECT line_no, seq, wrapper_ts, line,
            CASE WHEN fast THEN c.pre ELSE p.pre END AS pre,
            CASE WHEN fast THEN '' ELSE p.cms END AS cms,
            CASE WHEN fast THEN '' ELSE p.ciso END AS ciso,
@@ -226,14 +230,14 @@ FROM (
            CASE WHEN fast THEN '' ELSE p.rts END AS rts,
            CASE WHEN fast THEN '' ELSE p.rlevel END AS rlevel
     FROM (
-      SELECT line_no, line, c, fast,
+      SELECT line_no, seq, wrapper_ts, line, c, fast,
              CASE WHEN NOT fast THEN regexp_extract(left(line, 256), '__PREFIX__', __GROUPS__) END AS p
       FROM (
-        SELECT line_no, line, c, c.pre <> '' AS fast
+        SELECT line_no, seq, wrapper_ts, line, c, c.pre <> '' AS fast
         FROM (
-          SELECT line_no, line,
+          SELECT line_no, seq, wrapper_ts, line,
                  regexp_extract(left(line, 120), '__COMMON__', ['pre', 'ets', 'ems', 'ranks']) AS c
-          FROM (SELECT line_no,
+          FROM (SELECT line_no, seq, wrapper_ts,
                        CASE WHEN contains(line, chr(27)) THEN regexp_replace(line, '\x1b\[[0-9;?]*[A-Za-z]', '', 'g')
                             ELSE line END AS line
                 FROM _eng_raw)
@@ -254,20 +258,21 @@ UPDATE _eng_cls SET ts = coalesce(_eng_cls.ts, x.collector_ts, x.prev_ts),
                     ts_inferred = _eng_cls.ts IS NULL AND coalesce(x.collector_ts, x.prev_ts) IS NOT NULL,
                     attached_to_line = x.prev_line
 FROM (
-    -- Unprefixed lines are few: group consecutive ones into islands (line_no - row_number); the
-    -- line before an island is the prefixed line they follow (line numbers are dense).
+    -- Unprefixed lines are few: group consecutive ones into islands (seq - row_number); the
+    -- line before an island is the prefixed line they follow (seq, the logical line's index in
+    -- the file, is dense where line numbers are not: joined partial lines, rejected wrapper lines).
     -- An island at the start of a segment follows the previous segment's last prefixed line
     -- (the '__carry__' row).
-    SELECT u.line_no, u.collector_ts,
+    SELECT u.seq, u.collector_ts,
            CASE WHEN p.line_no IS NOT NULL THEN p.line_no ELSE k.line_no END AS prev_line,
            CASE WHEN p.line_no IS NOT NULL THEN p.ts ELSE k.ts END AS prev_ts
-    FROM (SELECT line_no, collector_ts, min(line_no) OVER (PARTITION BY grp) AS island
-          FROM (SELECT line_no, collector_ts, line_no - row_number() OVER (ORDER BY line_no) AS grp
+    FROM (SELECT seq, collector_ts, min(seq) OVER (PARTITION BY grp) AS island
+          FROM (SELECT line_no, seq, collector_ts, seq - row_number() OVER (ORDER BY seq) AS grp
                 FROM _eng_cls WHERE ets = '' AND rts = '')) u
-    LEFT JOIN _eng_cls p ON p.line_no = u.island - 1
+    LEFT JOIN _eng_cls p ON p.seq = u.island - 1
     LEFT JOIN (SELECT line_no, ts FROM _eng_cls WHERE cls = '__carry__') k ON true
 ) x
-WHERE _eng_cls.line_no = x.line_no
+WHERE _eng_cls.seq = x.seq
 """
 
 #: Batch lines. The message is stored as printed (``fields_raw``; the view ``engine_batch_fields``
@@ -533,7 +538,7 @@ SELECT $node, c.ts, false, NULL, 'router_pd_error',
        try_cast(nullif(regexp_extract(c.msg || ' ' || coalesce(n.msg, ''), '\bstatus[=: ]+(\d{3})\b', 1), '') AS INTEGER),
        _eng_cap(c.msg || CASE WHEN n.msg IS NOT NULL THEN ' ' || n.msg ELSE '' END), $file_id, c.line_no
 FROM _eng_cls c
-LEFT JOIN _eng_cls n ON n.line_no = c.line_no + 1 AND n.ets = '' AND n.rts = ''
+LEFT JOIN _eng_cls n ON n.seq = c.seq + 1 AND n.ets = '' AND n.rts = ''
     AND n.cls IN ('unrecognised', 'traceback', 'blank') AND n.msg <> ''
 WHERE c.cls = 'router_pd_error'
 """

@@ -13,8 +13,11 @@ import pandas as pd
 class FileSummary:
     """Counts for one source file.
 
-    ``lines_read == rows_loaded + rows_rejected + rows_duplicate`` always holds for a file that
-    was read (``skipped`` is set instead when it was already in the case).
+    ``lines_read == rows_loaded + rows_rejected + rows_duplicate + lines_joined + lines_framing``
+    always holds for a file that was read (``skipped`` is set instead when it was already in the
+    case). ``lines_joined`` are partial lines a collector split and the loader joined into the
+    line they continue (CRI ``P`` chunks, Docker records without ``\n``); ``lines_framing`` the
+    lines of a wrapper that hold no log line (a JSON document's brackets, blank lines between records).
 
     Example:
         >>> FileSummary(path="a.log", lines_read=3, rows_loaded=2, rows_rejected=1).reconciles
@@ -32,6 +35,8 @@ class FileSummary:
     rows_loaded: int = 0
     rows_rejected: int = 0
     rows_duplicate: int = 0
+    lines_joined: int = 0
+    lines_framing: int = 0
     complete: bool = True
     skipped: str | None = None  # e.g. "already in case as file_id 3"
     warnings: list[str] = field(default_factory=list)
@@ -40,7 +45,8 @@ class FileSummary:
     @property
     def reconciles(self) -> bool:
         """True when every line read is accounted for."""
-        return self.lines_read == self.rows_loaded + self.rows_rejected + self.rows_duplicate
+        return self.lines_read == (self.rows_loaded + self.rows_rejected + self.rows_duplicate
+                                   + self.lines_joined + self.lines_framing)
 
 
 @dataclass

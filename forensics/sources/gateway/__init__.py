@@ -25,7 +25,6 @@ from forensics.sources.gateway.fastpath import scan_file
 from forensics.sources.gateway.ingest import (
     KNOWN_OPTIONS,
     LOAD_RESERVE_BYTES,
-    check_tz,
     ingest_gateway,
 )
 from forensics.sources.gateway.presets import PRESETS, apply_options, resolve_spec
@@ -41,7 +40,6 @@ __all__ = [
     "Sniff",
     "apply_options",
     "build_insert_sql",
-    "check_tz",
     "detect",
     "ingest_gateway",
     "resolve_spec",

@@ -33,6 +33,7 @@ from forensics.sources.gateway.salvage import is_truncation, load_salvaged
 from forensics.sources.gateway.sniffing import FilePlan, Sniff, check_required, detect, sniff
 from forensics.sources.gateway.sql import install_macros
 from forensics.sources.summary import FileSummary, IngestSummary
+from forensics.sources.timezones import check_tz
 
 if TYPE_CHECKING:
     from forensics.case import Case
@@ -62,23 +63,6 @@ BATCH_MAX_FILES = 64
 
 
 BATCH_MAX_BYTES = 64 * 1024 * 1024
-
-
-def check_tz(con: duckdb.DuckDBPyConnection, tz: str) -> None:
-    """Fail early, and clearly, on an unknown zone name.
-
-    Example:
-        >>> check_tz(duckdb.connect(), "Mars/Olympus")
-        Traceback (most recent call last):
-        ...
-        forensics.errors.ParameterError: unknown time zone 'Mars/Olympus' (use an IANA name such as UTC, Europe/Berlin or Asia/Singapore)
-    """
-    row = con.execute(
-        "SELECT count(*) FROM pg_timezone_names() WHERE name = $tz OR abbrev = $tz", {"tz": tz}
-    ).fetchall()[0]
-    if not row or not row[0] or "'" in tz:
-        raise ParameterError(f"unknown time zone {tz!r}",
-                             hint="use an IANA name such as UTC, Europe/Berlin or Asia/Singapore")
 
 
 def undo_unfinished(case: Case) -> list[str]:
@@ -121,10 +105,10 @@ def ingest_gateway(
     if bad:
         raise ParameterError(f"unknown gateway option(s) {sorted(bad)}",
                              hint=f"known: {', '.join(KNOWN_OPTIONS)}")
-    check_tz(case.con, tz)
+    tz = check_tz(tz)  # the toolkit's one zone validator (forensics.sources.timezones)
     fixed = resolve_spec(format)
     if fixed is not None and fixed.tz:
-        check_tz(case.con, fixed.tz)
+        check_tz(fixed.tz)
     files = expand_paths(paths)
     # Detect every file first: a wrong format fails before any time is spent loading.
     plans: list[FilePlan] = []
