@@ -87,8 +87,11 @@ def sample(out: Path, requests: int | None, seed: int | None) -> None:
               help="Zone of zone-less gateway timestamps (e.g. Europe/Berlin).")
 @click.option("--engine", "engine", multiple=True, metavar="[NODE=]PATH",
               help="SGLang engine/router log file or directory; NODE=PATH names the node; repeatable.")
-@click.option("--engine-tz", default="UTC", show_default=True, metavar="TZ",
-              help="Zone of the engine's zone-less local timestamps (e.g. Asia/Singapore).")
+@click.option("--engine-tz", default="UTC", show_default=True, metavar="TZ|auto",
+              help="Zone of the engine's zone-less local timestamps (e.g. Asia/Singapore); "
+                   "auto: each file's offset from its collector's UTC times (CRI, journald, ...).")
+@click.option("--node-map", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              metavar="FILE", help='TOML [nodes] table of "regex" = "node": pods to logical nodes.')
 @click.option("--quiet", is_flag=True, help="No progress bar; print only the summary.")
 def ingest(
     case_path: Path,
@@ -97,6 +100,7 @@ def ingest(
     gateway_tz: str,
     engine: tuple[str, ...],
     engine_tz: str,
+    node_map: Path | None,
     quiet: bool,
 ) -> None:
     """Load gateway and/or engine logs into a case database (created if absent).
@@ -105,6 +109,7 @@ def ingest(
     Example:
       forensics ingest case.duckdb --gateway logs/cloudflare/ --gateway-format cloudflare-http
       forensics ingest case.duckdb --engine prefill-0=logs/p0/ --engine logs/decode/ --engine-tz Asia/Singapore
+      forensics ingest case.duckdb --engine node7/var/log/pods/ --engine-tz auto --node-map nodes.toml
     """
     from forensics.case import open_case
     from forensics.sources.summary import IngestSummary
@@ -116,7 +121,7 @@ def ingest(
         if gateway:
             summary.extend(case.ingest_gateway(list(gateway), format=gateway_format, tz=gateway_tz, quiet=quiet))
         if engine:
-            summary.extend(case.ingest_engine(list(engine), tz=engine_tz, quiet=quiet))
+            summary.extend(case.ingest_engine(list(engine), tz=engine_tz, quiet=quiet, node_map=node_map))
     click.echo(summary.render())
     for warning in summary.warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -131,14 +136,17 @@ def ingest(
 @click.option("--gateway-format", default="auto", show_default=True, metavar="NAME", help="Preset, mapping .toml or auto.")
 @click.option("--gateway-tz", default="UTC", show_default=True, metavar="TZ", help="Zone of zone-less gateway times.")
 @click.option("--engine", "engine", multiple=True, metavar="[NODE=]PATH", help="Engine/router logs; repeatable.")
-@click.option("--engine-tz", default="UTC", show_default=True, metavar="TZ", help="Zone of the engines' local times.")
+@click.option("--engine-tz", default="UTC", show_default=True, metavar="TZ|auto",
+              help="Zone of the engines' local times; auto: from each file's collector times.")
+@click.option("--node-map", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              metavar="FILE", help='TOML [nodes] table of "regex" = "node": pods to logical nodes.')
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Directory for the CSVs, charts, impact report and notification list.")
 @click.option("--replace", is_flag=True, help="Start from an empty case (delete CASE.duckdb first).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def investigate(
     case_path: Path, gateway: tuple[str, ...], gateway_format: str, gateway_tz: str,
-    engine: tuple[str, ...], engine_tz: str, out_dir: Path, replace: bool, quiet: bool,
+    engine: tuple[str, ...], engine_tz: str, node_map: Path | None, out_dir: Path, replace: bool, quiet: bool,
 ) -> None:
     """Ingest, run every query, write tables, charts, impact report and notification list.
 
@@ -152,7 +160,7 @@ def investigate(
     if not gateway and not engine:
         raise ParameterError("nothing to investigate", hint="pass --gateway PATH and/or --engine PATH")
     result = run(case_path, out_dir=out_dir, gateway=gateway, engine=engine, gateway_format=gateway_format,
-                 gateway_tz=gateway_tz, engine_tz=engine_tz, replace=replace, quiet=quiet)
+                 gateway_tz=gateway_tz, engine_tz=engine_tz, node_map=node_map, replace=replace, quiet=quiet)
     click.echo(result.render())
 
 

@@ -77,6 +77,7 @@ def investigate(
     gateway_format: str = "auto",
     gateway_tz: str = "UTC",
     engine_tz: str = "UTC",
+    node_map: str | os.PathLike[str] | None = None,
     replace: bool = False,
     quiet: bool = True,
     now: dt.datetime | None = None,
@@ -98,7 +99,7 @@ def investigate(
         if gateway:
             summary.extend(case.ingest_gateway(list(gateway), format=gateway_format, tz=gateway_tz, quiet=quiet))
         if engine:
-            summary.extend(case.ingest_engine(list(engine), tz=engine_tz, quiet=quiet))
+            summary.extend(case.ingest_engine(list(engine), tz=engine_tz, quiet=quiet, node_map=node_map))
     result = Investigation(case_path=case_path, out_dir=out, ingest=summary)
     summary_path = out / "ingest_summary.csv"
     summary.to_frame().drop(columns=["path"]).assign(

@@ -19,8 +19,8 @@ import zstandard
 
 from forensics.errors import InputError, ParameterError
 from forensics.sources import collect
-from forensics.sources.collect import reader as reader_mod
 from forensics.sources.collect import read_lines
+from forensics.sources.collect import reader as reader_mod
 from forensics.sources.lines import NO_TIME, STREAM_STDERR, STREAM_STDOUT
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "collect"
@@ -141,6 +141,7 @@ def test_over_long_line_is_rejected_not_held(tmp_path: Path, monkeypatch: pytest
     got, rej, res = rows(_w(tmp_path / "f", b"ok\n" + b"x" * 500 + b"\nafter\n"), block_bytes=64)
     assert [(g[0], g[1]) for g in got] == [(1, "ok"), (3, "after")]
     assert [(r[0], r[2][:3]) for r in rej] == [(2, b"xxx")] and "longer than" in rej[0][1]
+    assert any("line 2 is longer than" in w for w in res.warnings)
 
 
 # -- wrappers -----------------------------------------------------------------------------------------

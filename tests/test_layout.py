@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from forensics.errors import MappingError
-from forensics.sources.collect.layout import NodeRule, default_node, kubernetes_place, resolve_sources, rotation_key
+from forensics.sources.collect.layout import (
+    NodeRule,
+    default_node,
+    kubernetes_place,
+    resolve_sources,
+    rotation_key,
+)
 
 UID = "5f1c2d3e-aaaa-bbbb-cccc-1234567890ab"
 CID = "0f" * 32

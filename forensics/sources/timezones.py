@@ -340,10 +340,10 @@ def offset_warning(
     the offset found and the offset assumed.
 
     Example:
-        >>> h = 3600 * 1_000_000
-        >>> print(offset_warning("p0.log", "UTC", np.array([8 * h]), np.array([0])))
+        >>> h, t = 3600 * 1_000_000, 1_787_800_200_000_000  # 2026-08-27 03:10 UTC
+        >>> print(offset_warning("p0.log", "UTC", np.array([t + 8 * h]), np.array([t])))
         p0.log: engine timestamps run at +08:00 from the collector's UTC times (1 lines compared), but --engine-tz UTC assumes +00:00; the engine times of this file are off by 8.0 h (use --engine-tz auto or the right zone)
-        >>> offset_warning("p0.log", "Asia/Singapore", np.array([8 * h]), np.array([0])) is None
+        >>> offset_warning("p0.log", "Asia/Singapore", np.array([t + 8 * h]), np.array([t])) is None
         True
     """
     local_us = np.asarray(local_us, dtype=np.int64)

@@ -296,7 +296,7 @@ class RecordWrapper(Wrapper):
             coll, strm, pods, hosts = times, stream, pod, host
             n_phys_out = n_phys_rec
         rej_lines = [int(rec_line[i]) for i in bad_rec.tolist()] + [int(rec_line[i]) for i in no_msg.tolist()]
-        missing = (f"journald left MESSAGE out (null: over journalctl's field size limit; export with "
+        missing = ("journald left MESSAGE out (null: over journalctl's field size limit; export with "
                    "`journalctl --all -o json`)" if fmt.bytes_message
                    else f"{fmt.name} record without a text field ({', '.join(fmt.message)})")
         rej_why = list(reasons) + [missing] * int(no_msg.size)
