@@ -22,7 +22,7 @@ demo: $(STAMP)
 	    --gateway sample_data/gateway --engine sample_data/engine \
 	    --engine-tz Asia/Singapore --out $(DEMO) --replace
 	@echo
-	@echo "Outputs are in $(DEMO)/ (case database, CSVs, impact report). Open the notebooks with: make lab"
+	@echo "Outputs are in $(DEMO)/: open $(DEMO)/impact_report.html in a browser (works offline); CSVs, notification list and packets beside it. Notebooks: make lab"
 
 ## test: install, then lint, type-check and run every test (notebooks included)
 test: lint typecheck unit

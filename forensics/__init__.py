@@ -5,7 +5,7 @@ The pipeline, one module or package per stage:
 * ``forensics.sources``  - read gateway and engine logs (``case.ingest_gateway/ingest_engine``)
 * ``forensics.case``     - the DuckDB case database with provenance for every row
 * ``forensics.analysis`` - the SQL of ``queries/`` as Python functions returning relations
-* ``forensics.outputs``  - charts, the impact report and notification lists
+* ``forensics.outputs``  - charts (also ``forensics.charts``), the impact report and notification lists
 
 Example:
     >>> import forensics
@@ -22,15 +22,17 @@ from forensics.analysis import (
     exposure_windows,
     hidden_errors,
     leak_sources,
+    notification_requests,
+    notifications,
     parameters_used,
     pool_audit,
     post_fix_check,
     request_chain,
+    timeline,
     token_mismatch,
 )
 from forensics.case import Case, open_case
 from forensics.errors import ForensicsError
-from forensics.outputs.notifications import notifications
 from forensics.outputs.report import impact_report
 
 __all__ = [
@@ -43,11 +45,22 @@ __all__ = [
     "hidden_errors",
     "impact_report",
     "leak_sources",
+    "notification_requests",
     "notifications",
     "open_case",
     "parameters_used",
     "pool_audit",
     "post_fix_check",
     "request_chain",
+    "timeline",
     "token_mismatch",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # forensics.charts without importing altair for every command line call
+    if name == "charts":
+        from forensics.outputs import charts
+
+        return charts
+    raise AttributeError(f"module 'forensics' has no attribute {name!r}")

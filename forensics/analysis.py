@@ -38,10 +38,13 @@ __all__ = [
     "exposure_windows",
     "hidden_errors",
     "leak_sources",
+    "notification_requests",
+    "notifications",
     "parameters_used",
     "pool_audit",
     "post_fix_check",
     "request_chain",
+    "timeline",
     "token_mismatch",
 ]
 
@@ -95,6 +98,18 @@ def _need_starts(c: Case, what: str) -> None:
             hint="ingest the SGLang engine logs of every prefill and decode node "
             "(forensics ingest CASE.duckdb --engine DIR --engine-tz TZ)",
         )
+
+
+def _run_sources(
+    case: CaseLike, name: str, what: str, limit_tokens: int | None, start: dt.datetime | None,
+    end: dt.datetime | None, node: str | None, window_s: int,
+) -> duckdb.DuckDBPyRelation:
+    """Run a query on the affected set and its leak sources (the window checks, then the look-back)."""
+    c = as_case(case)
+    _need_window(c, limit_tokens, start, end, what)
+    if window_s is None or window_s <= 0:
+        raise ParameterError(f"--window-s must be a positive number of seconds, got {window_s}")
+    return _run(c, name, limit_tokens=limit_tokens, start=start, end=end, node=node, window_s=window_s)
 
 
 # -- the queries ------------------------------------------------------------------------------
@@ -198,13 +213,64 @@ def leak_sources(
     Example:
         >>> leak_sources("case.duckdb", window_s=300).df()   # doctest: +SKIP
     """
+    return _run_sources(case, "leak_sources", "leak sources", limit_tokens, start, end, node, window_s)
+
+
+def notifications(
+    case: CaseLike,
+    *,
+    limit_tokens: int | None = None,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    node: str | None = None,
+    window_s: int = DEFAULT_WINDOW_S,
+) -> duckdb.DuckDBPyRelation:
+    """The notification list: per tenant, the notice it needs and the request ids behind it.
+
+    ``notice_type`` is ``received-other-data`` (recipients of affected responses),
+    ``data-possibly-exposed`` (possible sources) or ``both``; recipients come first. Joined to a
+    customer directory, and written as per-tenant packets, by :mod:`forensics.outputs.notifications`.
+
+    Example:
+        >>> notifications("case.duckdb").df()   # doctest: +SKIP
+    """
+    return _run_sources(case, "notifications", "notifications", limit_tokens, start, end, node, window_s)
+
+
+def notification_requests(
+    case: CaseLike,
+    *,
+    limit_tokens: int | None = None,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    node: str | None = None,
+    window_s: int = DEFAULT_WINDOW_S,
+) -> duckdb.DuckDBPyRelation:
+    """The requests behind each notice: per tenant, its own request ids, notice type, time, model.
+
+    Example:
+        >>> notification_requests("case.duckdb").df()   # doctest: +SKIP
+    """
+    return _run_sources(case, "notification_requests", "notification requests", limit_tokens, start, end,
+                        node, window_s)
+
+
+def timeline(
+    case: CaseLike,
+    *,
+    limit_tokens: int | None = None,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    node: str | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """The incident as events: each log record of the affected requests' evidence, and node starts.
+
+    Example:
+        >>> timeline("case.duckdb").df()   # doctest: +SKIP
+    """
     c = as_case(case)
-    _need_window(c, limit_tokens, start, end, "leak sources")
-    if window_s is None or window_s <= 0:
-        raise ParameterError(f"--window-s must be a positive number of seconds, got {window_s}")
-    return _run(
-        c, "leak_sources", limit_tokens=limit_tokens, start=start, end=end, node=node, window_s=window_s
-    )
+    _need_window(c, limit_tokens, start, end, "timeline")
+    return _run(c, "timeline", limit_tokens=limit_tokens, start=start, end=end, node=node)
 
 
 def token_mismatch(

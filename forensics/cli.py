@@ -164,82 +164,10 @@ def investigate(
     click.echo(result.render())
 
 
-@cli.command()
-@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE.")
-@click.option("--title", default=None, help="Report title.")
-def report(case_path: Path, out: Path | None, title: str | None) -> None:
-    """The impact report (Markdown): window, threshold, responses, tenants, evidence.
+# -- shared options -----------------------------------------------------------------------------
 
-    \b
-    Example:
-      forensics report case.duckdb -o impact_report.md
-    """
-    from forensics.case import open_case
-    from forensics.outputs.report import impact_report
-
-    with open_case(case_path, read_only=True) as case:
-        text = impact_report(case, title=title)
-    if out is None:
-        click.echo(text, nl=False)
-    else:
-        out.write_text(text, encoding="utf-8")
-        click.echo(f"wrote {out}", err=True)
-
-
-@cli.command()
-@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]), default="table",
-              show_default=True, help="Output format.")
-@click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE.")
-@click.option("--window-s", type=int, default=600, show_default=True,
-              help="Look-back (seconds) for tenants whose data may have been exposed.")
-def notifications(case_path: Path, fmt: str, out: Path | None, window_s: int) -> None:
-    """The customer notification list: one row per tenant to notify, and why.
-
-    \b
-    Example:
-      forensics notifications case.duckdb --format csv -o notifications.csv
-    """
-    from forensics.case import open_case
-    from forensics.outputs.export import write_output
-    from forensics.outputs.notifications import notifications as build
-
-    with open_case(case_path, read_only=True) as case:
-        write_output(build(case, window_s=window_s), fmt, out, {"window_s": window_s})
-
-
-# -- analysis -----------------------------------------------------------------------------------
-
-#: CLI command -> function name in forensics.analysis (and queries/<name>.sql)
-ANALYSIS_COMMANDS: dict[str, str] = {
-    "audit": "pool_audit",
-    "windows": "exposure_windows",
-    "chain": "request_chain",
-    "affected": "affected_requests",
-    "tenants": "affected_tenants",
-    "sources": "leak_sources",
-    "mismatch": "token_mismatch",
-    "hidden": "hidden_errors",
-    "postfix": "post_fix_check",
-}
-
-#: CSV column contracts (issue 5): ``--format csv`` writes exactly these columns, in this order.
-#: The relation (Python, table, JSON, Parquet) keeps its extra columns (``request_ids``).
-CSV_COLUMNS: dict[str, tuple[str, ...]] = {
-    "affected": ("request_id", "header_request_id", "tenant_id", "ts", "prompt_tokens", "status",
-                 "prefill_node", "decode_node", "admission_limit", "confidence", "reasons", "evidence"),
-    "tenants": ("tenant_id", "n_requests", "n_confirmed", "n_suspected", "first_ts", "last_ts"),
-}
-
-#: Output order of the commands whose query returns rows in no particular order (request_chain is a
-#: full export of millions of rows: the query leaves sorting to the caller, the command sorts).
-CLI_ORDER: dict[str, str] = {
-    "chain": "ts, request_id, evidence, bootstrap_room, prefill_rid, decode_rid",
-}
-
-#: Options every analysis command shows (an error names the ones a command does not take).
-_COMMON_PARAMS = ("limit_tokens", "start", "end", "node")
+#: --format choices of every command that prints a table
+TABLE_FORMATS = ("table", "csv", "json", "jsonl", "parquet")
 
 
 def _parse_time(value: str | None, option: str) -> dt.datetime | None:
@@ -276,6 +204,302 @@ def _param_option(param: str, default: Any) -> Callable[[Callable[..., Any]], Ca
     raise AssertionError(f"no CLI option defined for query parameter {param!r}")
 
 
+def _tenant_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--tenant", "tenant", multiple=True, metavar="ID",
+                        help="Only rows of this tenant (as the gateway logged it); repeatable.")
+
+
+def _window_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--limit-tokens/--start/--end/--node/--window-s, as forensics affected and sources take them."""
+    for param, default in reversed((("limit_tokens", None), ("start", None), ("end", None), ("node", None),
+                                    ("window_s", 600))):
+        func = _param_option(param, default)(func)
+    return func
+
+
+def _window_kwargs(limit_tokens: int | None, start: str | None, end: str | None) -> dict[str, Any]:
+    return {"limit_tokens": limit_tokens, "start": _parse_time(start, "--start"), "end": _parse_time(end, "--end")}
+
+
+def _warn(message: str | None) -> None:
+    if message:
+        click.echo(f"warning: {message}", err=True)
+
+
+def _wrote(out: Path | None) -> None:
+    if out is not None:
+        click.echo(f"wrote {out}", err=True)
+
+
+# -- report and lists ---------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the report to FILE: HTML (self-contained, offline, printable), or Markdown / "
+                   "JSON for a .md / .json name.")
+@click.option("--markdown", "markdown", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the Markdown report to FILE.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the machine-readable summary (headline numbers, answers, tables) to FILE.")
+@click.option("--title", default=None, help="Report title.")
+@_window_options
+def report(case_path: Path, out: Path | None, markdown: Path | None, json_path: Path | None, title: str | None,
+           limit_tokens: int | None, start: str | None, end: str | None, node: str | None, window_s: int) -> None:
+    """The impact report: summary, charts, windows, tenants, pool audit, coverage, evidence.
+
+    Without -o, --markdown or --json the Markdown report goes to stdout. A gateway-only case
+    (no engine logs yet) needs --limit-tokens, --start and --end, as forensics affected does.
+
+    \b
+    Example:
+      forensics report case.duckdb -o impact_report.html --markdown impact_report.md --json impact_report.json
+      forensics report gateway-only.duckdb -o report.html --limit-tokens 681274 \\
+          --start 2026-09-03T00:00:00Z --end 2026-09-09T15:00:00Z
+    """
+    from forensics.case import open_case
+    from forensics.outputs.report import render_markdown, report_data, write_report
+
+    if node is not None:
+        raise ParameterError("forensics report does not take --node", hint="the report covers the whole fleet")
+    html = out
+    if out is not None and out.suffix.lower() in (".md", ".markdown"):
+        html, markdown = None, markdown or out
+    elif out is not None and out.suffix.lower() == ".json":
+        html, json_path = None, json_path or out
+    with open_case(case_path, read_only=True) as case:
+        data = report_data(case, title=title, window_s=window_s, **_window_kwargs(limit_tokens, start, end))
+    for w in data.warnings:
+        _warn(w)
+    if html is None and markdown is None and json_path is None:
+        click.echo(render_markdown(data), nl=False)
+        return
+    for path in write_report(data, html, markdown=markdown, json_path=json_path):
+        _wrote(path)
+
+
+@cli.command()
+@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(TABLE_FORMATS), default=None,
+              help="Output format (default: csv for -o FILE.csv, else table).")
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE.")
+@click.option("--directory", "directory", type=click.Path(dir_okay=False, path_type=Path),
+              help="Customer directory export (CSV: tenant id, company, contact e-mail, account owner) to join; "
+                   "tenants it does not list are kept and flagged (in_directory = false).")
+@click.option("--packets", "packets", type=click.Path(file_okay=False, path_type=Path),
+              help="Also write one folder per tenant to DIR: summary.md and requests.csv (its own ids only).")
+@_tenant_option()
+@_window_options
+def notifications(case_path: Path, fmt: str | None, out: Path | None, directory: Path | None,
+                  packets: Path | None, tenant: tuple[str, ...], limit_tokens: int | None, start: str | None,
+                  end: str | None, node: str | None, window_s: int) -> None:
+    """The customer notification list: one row per tenant to notify, the notice and the request ids.
+
+    notice_type is received-other-data (recipients, listed first), data-possibly-exposed (possible
+    sources) or both. A gateway-only case needs --limit-tokens, --start and --end.
+
+    \b
+    Example:
+      forensics notifications case.duckdb -o notify.csv --directory customers.csv --packets packets/
+      forensics notifications case.duckdb --tenant 2c65b0aa72769b98bd0f37e397606ad7
+    """
+    from forensics import analysis
+    from forensics.case import open_case
+    from forensics.outputs.export import write_output
+    from forensics.outputs.notifications import for_tenants, with_directory, write_packets
+    from forensics.outputs.scope import check_scope, coverage_note
+
+    kwargs = {**_window_kwargs(limit_tokens, start, end), "node": node, "window_s": window_s}
+    fmt = fmt or ("csv" if out is not None and out.suffix.lower() == ".csv" else "table")
+    with open_case(case_path, read_only=True) as case:
+        check_scope(case, node=node, tenants=tenant)
+        rel = for_tenants(analysis.notifications(case, **kwargs), list(tenant))
+        if directory is not None:
+            rel = with_directory(rel, directory)
+        params = analysis.parameters_used(case, "notifications", **kwargs)
+        params["tenant"] = list(tenant)
+        params["directory"] = str(directory) if directory else None
+        note = coverage_note(case, node=node)
+        params["coverage"] = note
+        _warn(note["warning"])
+        write_output(rel, fmt, out, params)
+        _wrote(out)
+        if packets is not None:
+            written = write_packets(case, packets, directory=directory, tenants=list(tenant), **kwargs)
+            click.echo(f"wrote {len(written)} notification packet(s) to {packets}", err=True)
+
+
+# -- charts -------------------------------------------------------------------------------------
+
+#: forensics chart NAME -> (function in forensics.outputs.charts, the query it draws)
+CHART_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "affected-tenants": ("affected_tenants_chart", "affected_tenants",
+                         "Bar chart: affected responses per recipient tenant, confirmed and suspected."),
+    "affected-timeline": ("affected_timeline_chart", "affected_requests",
+                          "Timeline: each affected response at its prompt size, with the admission limit."),
+    "exposure-windows": ("exposure_windows_chart", "pool_audit",
+                         "Gantt chart: each node start's period, coloured by the pool audit verdict."),
+}
+
+
+@cli.group()
+def chart() -> None:
+    """Charts as files that open offline: HTML (JavaScript inline), SVG, PNG or Vega-Lite JSON.
+
+    \b
+    Example:
+      forensics chart affected-timeline case.duckdb -o timeline.svg
+      forensics chart exposure-windows case.duckdb -o windows.png
+    """
+
+
+def _chart_command(name: str, func_name: str, query: str, summary: str) -> None:
+    from forensics import analysis
+
+    sig = inspect.signature(getattr(analysis, query))
+    accepted = [p for p in sig.parameters if p != "case"]
+
+    def run(case_path: Path, out: Path, fmt: str | None, **given: Any) -> None:
+        from forensics.case import open_case
+        from forensics.outputs import charts
+        from forensics.outputs.scope import check_scope
+
+        for key in ("start", "end"):
+            if key in given:
+                given[key] = _parse_time(given[key], f"--{key}")
+        with open_case(case_path, read_only=True) as case:
+            check_scope(case, node=given.get("node"))
+            made = getattr(charts, func_name)(case, **given)
+            charts.save_chart(made, out, fmt)
+        _wrote(out)
+
+    run.__doc__ = (f"{summary}\n\nDraws queries/{query}.sql (Python: forensics.charts.{func_name}).\n\n"
+                   f"\b\nExample:\n  forensics chart {name} case.duckdb -o {name}.html\n"
+                   f"  forensics chart {name} case.duckdb -o {name}.png")
+    decorators: list[Callable[[Callable[..., Any]], Any]] = [
+        chart.command(name=name),
+        click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path)),
+        click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+                     help="Write the chart to FILE (format from its suffix unless --format)."),
+        click.option("--format", "fmt", type=click.Choice(["html", "svg", "png", "json"]), default=None,
+                     help="html (self-contained, JavaScript inline), svg, png or json (Vega-Lite spec)."),
+    ]
+    decorators += [_param_option(p, None) for p in accepted]
+    decorated: Any = run
+    for deco in reversed(decorators):
+        decorated = deco(decorated)
+
+
+for _name, (_func, _query, _summary) in CHART_COMMANDS.items():
+    _chart_command(_name, _func, _query, _summary)
+
+
+# -- export -------------------------------------------------------------------------------------
+
+
+@cli.group()
+def export() -> None:
+    """Export the case to other investigation tools.
+
+    \b
+    Example:
+      forensics export timesketch case.duckdb -o timeline.jsonl
+    """
+
+
+@export.command(name="timesketch")
+@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the Timesketch JSONL timeline to FILE (import it as it is).")
+@_tenant_option()
+@click.option("--limit-tokens", "limit_tokens", type=int, default=None,
+              help="Override the admission limit derived from the logs (tokens).")
+@click.option("--start", "start", default=None, help="Only from this UTC time (ISO 8601).")
+@click.option("--end", "end", default=None, help="Only before this UTC time (ISO 8601).")
+@click.option("--node", "node", default=None, help="Only requests of this engine node.")
+def export_timesketch(case_path: Path, out: Path, tenant: tuple[str, ...], limit_tokens: int | None,
+                      start: str | None, end: str | None, node: str | None) -> None:
+    """A Timesketch timeline (JSONL): every record of the affected requests' evidence, node starts.
+
+    One event per gateway, router and engine record (message, datetime, timestamp, timestamp_desc,
+    data_type, node, tenant_id, request_id, evidence file:line), in Timesketch's JSONL import format.
+
+    \b
+    Example:
+      forensics export timesketch case.duckdb -o timeline.jsonl
+      timesketch_importer --sketch_id 1 --timeline_name incident timeline.jsonl
+    """
+    from forensics import analysis
+    from forensics.case import open_case
+    from forensics.outputs.notifications import for_tenants
+    from forensics.outputs.scope import check_scope
+    from forensics.outputs.timesketch import write_timesketch
+
+    with open_case(case_path, read_only=True) as case:
+        check_scope(case, node=node, tenants=tenant)
+        rel = analysis.timeline(case, node=node, **_window_kwargs(limit_tokens, start, end))
+        if tenant:
+            rel = for_tenants(rel, list(tenant))
+        written = write_timesketch(rel, out)
+    if written.skipped:
+        _warn(f"{written.skipped} record(s) without a timestamp could not be placed on the timeline and were "
+              "left out (see forensics timeline for them)")
+    click.echo(f"wrote {written.events} event(s) to {out}", err=True)
+
+
+# -- analysis -----------------------------------------------------------------------------------
+
+#: CLI command -> function name in forensics.analysis (and queries/<name>.sql)
+ANALYSIS_COMMANDS: dict[str, str] = {
+    "audit": "pool_audit",
+    "windows": "exposure_windows",
+    "chain": "request_chain",
+    "affected": "affected_requests",
+    "tenants": "affected_tenants",
+    "sources": "leak_sources",
+    "mismatch": "token_mismatch",
+    "hidden": "hidden_errors",
+    "postfix": "post_fix_check",
+    "notifications": "notifications",
+    "notification-requests": "notification_requests",
+    "timeline": "timeline",
+}
+
+#: commands defined above with options of their own (the loop below makes the others)
+CUSTOM_COMMANDS = frozenset({"notifications"})
+
+#: CSV column contracts (issue 5): ``--format csv`` writes exactly these columns, in this order.
+#: The relation (Python, table, JSON, Parquet) keeps its extra columns (``request_ids``).
+CSV_COLUMNS: dict[str, tuple[str, ...]] = {
+    "affected": ("request_id", "header_request_id", "tenant_id", "ts", "prompt_tokens", "status",
+                 "prefill_node", "decode_node", "admission_limit", "confidence", "reasons", "evidence"),
+    "tenants": ("tenant_id", "n_requests", "n_confirmed", "n_suspected", "first_ts", "last_ts"),
+}
+
+#: Output order of the commands whose query returns rows in no particular order (request_chain is a
+#: full export of millions of rows: the query leaves sorting to the caller, the command sorts).
+CLI_ORDER: dict[str, str] = {
+    "chain": "ts, request_id, evidence, bootstrap_room, prefill_rid, decode_rid",
+}
+
+#: Commands with a --tenant filter -> the columns it matches (sources: recipient or source).
+TENANT_FILTERS: dict[str, tuple[str, ...]] = {
+    "affected": ("tenant_id",),
+    "tenants": ("tenant_id",),
+    "sources": ("tenant_id", "source_tenant_id"),
+    "notification-requests": ("tenant_id",),
+    "timeline": ("tenant_id",),
+}
+
+#: Commands whose answer rests on the node starts being judged: they warn (stderr) and record in
+#: their parameters any node start in scope whose pool or context the logs do not show.
+COVERAGE_WARNED = frozenset({"affected", "tenants", "sources", "notification-requests", "timeline"})
+
+#: Options every analysis command shows (an error names the ones a command does not take).
+_COMMON_PARAMS = ("limit_tokens", "start", "end", "node")
+
+
 def _analysis_command(command: str, func_name: str) -> None:
     from forensics import analysis
 
@@ -287,8 +511,11 @@ def _analysis_command(command: str, func_name: str) -> None:
     def run(case_path: Path, fmt: str, out: Path | None, show_sql: bool, **given: Any) -> None:
         from forensics.case import open_case
         from forensics.outputs.export import write_output
+        from forensics.outputs.notifications import for_tenants
+        from forensics.outputs.scope import check_scope, coverage_note
         from forensics.sqlfiles import load_query
 
+        tenants = list(given.pop("tenant", ()) or ())
         for key in ("start", "end"):
             if key in given:
                 given[key] = _parse_time(given[key], f"--{key}")
@@ -298,26 +525,36 @@ def _analysis_command(command: str, func_name: str) -> None:
                                      hint=f"see forensics {command} --help")
         kwargs = {k: v for k, v in given.items() if k in accepted}
         if show_sql:
-            for name in (*load_query(func_name).inputs, func_name):  # inputs first: it reads them
+            q = load_query(func_name)
+            for name in (*q.inputs, func_name):  # inputs first: it reads them
                 click.echo(load_query(name).sql, err=True)
         with open_case(case_path, read_only=True) as case:
+            check_scope(case, node=kwargs.get("node"), request_id=kwargs.get("request_id"), tenants=tenants)
             rel = func(case, **kwargs)
+            if tenants:
+                rel = for_tenants(rel, tenants, *TENANT_FILTERS[command])
             if command in CLI_ORDER:
                 rel = rel.order(CLI_ORDER[command])
             if fmt == "csv" and command in CSV_COLUMNS:
                 rel = rel.select(*(f'"{col}"' for col in CSV_COLUMNS[command]))
             params = analysis.parameters_used(case, func_name, **kwargs)
+            if command in TENANT_FILTERS:
+                params["tenant"] = tenants
+            if command in COVERAGE_WARNED:
+                note = coverage_note(case, node=kwargs.get("node"))
+                params["coverage"] = note
+                _warn(note["warning"])
             write_output(rel, fmt, out, params)
-        if out is not None:
-            click.echo(f"wrote {out}", err=True)
+        _wrote(out)
 
     doc = (func.__doc__ or "").strip()
     summary_line = doc.splitlines()[0] if doc else func_name
     extra = " ".join(f"--{p.replace('_', '-')} ..." for p in accepted if p not in _COMMON_PARAMS)
+    takes = [*("--" + p.replace("_", "-") for p in accepted), *(["--tenant"] if command in TENANT_FILTERS else [])]
     run.__doc__ = (
         f"{summary_line}\n\n"
         f"Runs queries/{func_name}.sql (Python: forensics.{func_name}). Takes: "
-        f"{', '.join('--' + p.replace('_', '-') for p in accepted) or 'no filters'}.\n\n"
+        f"{', '.join(takes) or 'no filters'}.\n\n"
         f"\b\nExample:\n  forensics {command} case.duckdb\n"
         f"  forensics {command} case.duckdb --format csv -o {func_name}.csv"
         + (f"\n  forensics {command} case.duckdb {extra}" if extra else "")
@@ -325,8 +562,8 @@ def _analysis_command(command: str, func_name: str) -> None:
     decorators: list[Callable[[Callable[..., Any]], Any]] = [
         cli.command(name=command),
         click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path)),
-        click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]),
-                     default="table", show_default=True, help="Output format."),
+        click.option("--format", "fmt", type=click.Choice(TABLE_FORMATS), default="table", show_default=True,
+                     help="Output format: a table fitted to the terminal, csv, json, jsonl or parquet."),
         click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path),
                      help="Write to FILE instead of stdout."),
     ]
@@ -334,6 +571,8 @@ def _analysis_command(command: str, func_name: str) -> None:
         param = sig.parameters.get(name)
         default = None if param is None or param.default is inspect.Parameter.empty else param.default
         decorators.append(_param_option(name, default))
+    if command in TENANT_FILTERS:
+        decorators.append(_tenant_option())
     decorators.append(click.option("--show-sql", is_flag=True, help="Print the SQL run (to stderr)."))
     decorated: Any = run
     for deco in reversed(decorators):
@@ -341,7 +580,8 @@ def _analysis_command(command: str, func_name: str) -> None:
 
 
 for _command, _func in ANALYSIS_COMMANDS.items():
-    _analysis_command(_command, _func)
+    if _command not in CUSTOM_COMMANDS:
+        _analysis_command(_command, _func)
 
 
 def main(argv: list[str] | None = None) -> None:

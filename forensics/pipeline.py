@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from forensics import analysis
-from forensics.case import open_case
+from forensics.case import Case, open_case
 from forensics.outputs import charts
 from forensics.outputs.export import write_output
-from forensics.outputs.notifications import notifications
-from forensics.outputs.report import impact_report
+from forensics.outputs.notifications import write_packets
+from forensics.outputs.report import report_data, write_report
 from forensics.sources.summary import IngestSummary
 
 #: query function -> output file stem (the query's own name: one name everywhere)
@@ -31,17 +31,8 @@ TABLE_OUTPUTS = (
     "token_mismatch",
     "hidden_errors",
     "post_fix_check",
+    "notifications",
 )
-
-
-def _headline(report_text: str) -> list[str]:
-    """The report's summary table as 'question: answer' lines for the terminal."""
-    out = []
-    for line in report_text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 2 and cells[0] not in ("question", "---"):
-            out.append(f"{cells[0].split(' (')[0]}: {cells[1].replace('**', '')}")
-    return out
 
 
 @dataclass
@@ -53,7 +44,7 @@ class Investigation:
     ingest: IngestSummary
     outputs: dict[str, Path] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
-    #: the answer in a few lines (from the impact report's summary table)
+    #: the answer in a few lines (the impact report's summary)
     headline: list[str] = field(default_factory=list)
 
     def render(self) -> str:
@@ -102,40 +93,62 @@ def investigate(
             summary.extend(case.ingest_engine(list(engine), tz=engine_tz, quiet=quiet, node_map=node_map))
     result = Investigation(case_path=case_path, out_dir=out, ingest=summary)
     summary_path = out / "ingest_summary.csv"
-    summary.to_frame().drop(columns=["path"]).assign(
-        file=[os.path.relpath(f.path) for f in summary.files]
-    ).to_csv(summary_path, index=False)
+    write_output(
+        summary.to_frame().drop(columns=["path"]).assign(file=[os.path.relpath(f.path) for f in summary.files]),
+        "csv", summary_path,
+    )
     result.outputs["ingest_summary"] = summary_path
 
     with open_case(case_path, read_only=True) as case:
-        params: dict[str, object] = {}
-        for name in TABLE_OUTPUTS:
-            rel = getattr(analysis, name)(case)
-            path = out / f"{name}.csv"
-            used = analysis.parameters_used(case, name)
-            write_output(rel, "csv", path, used)
-            params[name] = used
-            result.outputs[name] = path
-            result.counts[name] = int(rel.aggregate("count(*)").fetchall()[0][0])
-        notes = notifications(case)
-        notes_path = out / "notifications.csv"
-        write_output(notes, "csv", notes_path)
-        result.outputs["notifications"] = notes_path
-        result.counts["notifications"] = len(notes)
-        report_path = out / "impact_report.md"
-        report_text = impact_report(case, now=now)
-        report_path.write_text(report_text, encoding="utf-8")
-        result.headline = _headline(report_text)
-        result.outputs["impact_report"] = report_path
-        for chart_name, make in (
-            ("affected_tenants_chart", charts.affected_tenants_chart),
-            ("affected_timeline_chart", charts.affected_timeline_chart),
-            ("exposure_windows_chart", charts.exposure_windows_chart),
-        ):
+        outputs, counts, headline = write_outputs(case, out, now=now)
+    result.outputs.update(outputs)
+    result.counts.update(counts)
+    result.headline = headline
+    return result
+
+
+def write_outputs(
+    case: Case, out: Path, *, now: dt.datetime | None = None, charts_html: bool = True
+) -> tuple[dict[str, Path], dict[str, int], list[str]]:
+    """Every output of an investigation from an open case: CSVs, notification list and packets,
+    the report (HTML, Markdown, JSON), chart files and ``parameters.json``.
+
+    Returns the files written (by name), the row count of each table and the report's answers.
+
+    Example:
+        >>> write_outputs(forensics.open_case("case.duckdb", read_only=True), Path("out"))  # doctest: +SKIP
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    outputs: dict[str, Path] = {}
+    counts: dict[str, int] = {}
+    params: dict[str, object] = {}
+    for name in TABLE_OUTPUTS:
+        rel = getattr(analysis, name)(case)
+        path = out / f"{name}.csv"
+        used = analysis.parameters_used(case, name)
+        write_output(rel, "csv", path, used)
+        params[name] = used
+        outputs[name] = path
+        counts[name] = int(rel.aggregate("count(*)").fetchall()[0][0])
+    packets_dir = out / "notification_packets"
+    counts["notification_packets"] = len(write_packets(case, packets_dir))
+    outputs["notification_packets"] = packets_dir
+    data = report_data(case, now=now)
+    written = write_report(data, out / "impact_report.html", markdown=out / "impact_report.md",
+                           json_path=out / "impact_report.json")
+    for path in written:
+        outputs[path.name.replace(".", "_")] = path
+    headline = [f"{a.question}: {a.text}" for a in data.answers]
+    for chart_name, make in (
+        ("affected_tenants_chart", charts.affected_tenants_chart),
+        ("affected_timeline_chart", charts.affected_timeline_chart),
+        ("exposure_windows_chart", charts.exposure_windows_chart),
+    ):
+        if charts_html:
             chart_path = out / f"{chart_name}.html"
-            make(case).save(str(chart_path))
-            result.outputs[chart_name] = chart_path
+            charts.save_chart(make(case), chart_path)
+            outputs[chart_name] = chart_path
     # the sidecars written next to each CSV say the same; one file for the whole run too
     (out / "parameters.json").write_text(json.dumps(params, indent=2, sort_keys=True, default=str) + "\n")
-    result.outputs["parameters"] = out / "parameters.json"
-    return result
+    outputs["parameters"] = out / "parameters.json"
+    return outputs, counts, headline

@@ -14,7 +14,8 @@ A query may read the result of another query file instead of repeating its body:
 
     -- input: affected_requests (the result of queries/affected_requests.sql, provided by the caller ...)
 
-The body then reads ``FROM affected_requests_result`` (``<input>_result``). It declares only the
+The body then reads ``FROM affected_requests_result`` (``<input>_result``); a query may declare
+several inputs, one ``-- input:`` line each (each is run and bound the same way). It declares only the
 parameters it uses itself; :func:`run_query` takes those plus the parameters of its inputs
 (recursively), runs each input with its own share of them and binds its result to that name for
 this query only (``DuckDBPyRelation.query``; a query that also binds parameters of its own gets the
@@ -147,8 +148,6 @@ def load_query(name: str) -> QueryFile:
             purpose = line.lstrip("-").strip()
     if name in inputs:
         raise QueryError(f"query {name}.sql declares itself as input", where=str(f))
-    if len(inputs) > 1:
-        raise QueryError(f"query {name}.sql declares {len(inputs)} inputs; at most one is supported", where=str(f))
     return QueryFile(
         name=name, purpose=purpose, params=tuple(params), sql=text, source=str(f), inputs=tuple(inputs)
     )
@@ -173,6 +172,21 @@ def run_query(
     sql = q.sql.strip().rstrip(";")
     own = {k: v for k, v in params.items() if k in set(q.param_names)}
     try:
+        if len(q.inputs) > 1:
+            # several inputs (notifications: recipients and sources): each materialised and bound
+            # by name for this one statement, like the single-input path with parameters below
+            results = {
+                inp: run_query(con, inp, {k: params[k] for k in load_query(inp).all_param_names()}).to_arrow_table()
+                for inp in q.inputs
+            }
+            for inp, table in results.items():
+                con.register(f"{inp}_result", table)
+            try:
+                result = (con.sql(sql, params=own) if own else con.sql(sql)).to_arrow_table()
+            finally:
+                for inp in results:
+                    con.unregister(f"{inp}_result")
+            return con.from_arrow(result)
         if q.inputs:
             (inp,) = q.inputs
             rel = run_query(con, inp, {k: params[k] for k in load_query(inp).all_param_names()})

@@ -20,7 +20,9 @@
 --   surfaced by pool_audit and post_fix_check, not here.
 -- One row per logical request: when several gateway layers logged it, the outermost layer's record.
 -- evidence: 'gateway=FILE:LINE; rejection=FILE:LINE; prefill=FILE:LINE[,FILE:LINE]; decode=...'
---   (received and finished lines), file names relative to the common directory of the evidence.
+--   (received and finished lines), file names relative to the common directory of the evidence;
+--   the same lines as (file_id, line_no) columns: gateway_*, rejection_*, prefill_received_*,
+--   prefill_finished_*, decode_received_*, decode_finished_* (NULL where the chain has no such line).
 WITH
 exposed AS (
     SELECT node, ts_start, next_start, period_end, period_open, limit_tokens
@@ -476,6 +478,18 @@ SELECT
     e.decode_rid,
     e.decode_ts AS decode_start_ts,
     e.dr_file AS decode_received_file_id,
-    e.dr_line AS decode_received_line_no
+    e.dr_line AS decode_received_line_no,
+    -- the rest of the evidence chain as (file_id, line_no) pairs: what 'evidence' names, for
+    -- joins (the timeline of forensics export timesketch reads each line's record by them)
+    e.gw_file_id AS gateway_file_id,
+    e.gw_line_no AS gateway_line_no,
+    e.rej_file AS rejection_file_id,
+    e.rej_line AS rejection_line_no,
+    e.pr_file AS prefill_received_file_id,
+    e.pr_line AS prefill_received_line_no,
+    e.pf_file AS prefill_finished_file_id,
+    e.pf_line AS prefill_finished_line_no,
+    e.df_file AS decode_finished_file_id,
+    e.df_line AS decode_finished_line_no
 FROM evidenced e
 ORDER BY CASE e.confidence WHEN 'confirmed' THEN 0 ELSE 1 END, e.ts, e.request_id, e.evidence

@@ -81,10 +81,30 @@ def test_columns_and_order(synth: Synth) -> None:
     df = forensics.affected_requests(synth.case).df()
     # the CSV contract's columns first; the relation also names the decode leg (leak_sources reads it)
     assert list(df.columns) == [*CONTRACT, "decode_rid", "decode_start_ts", "decode_received_file_id",
-                                "decode_received_line_no"]
+                                "decode_received_line_no", *EVIDENCE_REFS]
     # confirmed first (by time), then suspected: never interleaved
     assert list(df.request_id) == ["ray-early", "ray-late", "ray-sus"]
     assert list(df.confidence) == ["confirmed", "confirmed", "suspected"]
+
+
+EVIDENCE_REFS = [f"{leg}_{part}" for leg in ("gateway", "rejection", "prefill_received", "prefill_finished",
+                                              "decode_finished") for part in ("file_id", "line_no")]
+
+
+def test_evidence_ref_columns_name_the_same_lines_as_evidence(synth: Synth) -> None:
+    """The (file_id, line_no) columns are the lines the evidence string cites (timeline joins them)."""
+    fleet(synth)
+    synth.pd_request("x1", t(10), tokens=700_000, rejected=True)
+    row = forensics.affected_requests(synth.case).df().iloc[0]
+    paths = dict(synth.case.sql("SELECT file_id, rel FROM evidence_paths").fetchall())
+    ref = {k: f"{paths[int(row[f'{k}_file_id'])]}:{int(row[f'{k}_line_no'])}"
+           for k in ("gateway", "rejection", "prefill_received", "prefill_finished", "decode_received",
+                     "decode_finished")}
+    assert row["evidence"] == (
+        f"gateway={ref['gateway']}; rejection={ref['rejection']}; "
+        f"prefill={ref['prefill_received']},{ref['prefill_finished']}; "
+        f"decode={ref['decode_received']},{ref['decode_finished']}"
+    )
 
 
 def test_rejection_line_evidence(synth: Synth) -> None:

@@ -72,3 +72,34 @@ def test_abuse_heuristic_is_quiet_on_the_sample(sample_case: Case, sample_truth:
 @pytest.mark.parametrize("threshold, flags_someone", [(1, True), (10_000, False)])
 def test_abuse_heuristic_threshold(sample_case: Case, threshold: int, flags_someone: bool) -> None:
     assert (not probing_tenants(sample_case, threshold).empty) is flags_someone
+
+
+def _without_svg(page: str) -> str:
+    return re.sub(r"<svg\b.*?</svg>", "<svg/>", page, flags=re.S)
+
+
+@pytest.mark.golden
+def test_json_summary_matches_golden(sample_case: Case, golden: GoldenCheck) -> None:
+    from forensics.outputs.report import render_json, report_data
+
+    golden("impact_report.json", render_json(report_data(sample_case)))
+
+
+@pytest.mark.golden
+def test_html_report_matches_golden(sample_case: Case, golden: GoldenCheck) -> None:
+    from forensics.outputs.report import report_data
+    from forensics.outputs.report_html import render_html
+
+    # the charts' SVG is checked in the browser test; the rest of the page is golden
+    golden("impact_report.html", _without_svg(render_html(report_data(sample_case))))
+
+
+def test_html_report_is_deterministic_and_self_contained(sample_case: Case) -> None:
+    from forensics.outputs.report import report_data
+    from forensics.outputs.report_html import render_html
+
+    first, second = render_html(report_data(sample_case)), render_html(report_data(sample_case))
+    assert first == second  # charts included: no clock, no random ids
+    assert first.count("<svg") == 3
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", first)
+    assert "@page" in first and "@media print" in first

@@ -18,6 +18,7 @@ EXPECTED_OUTPUTS = [
     "impact_report.md", "ingest_summary.csv", "leak_sources.csv", "notifications.csv",
     "parameters.json", "pool_audit.csv", "post_fix_check.csv", "token_mismatch.csv",
     "affected_tenants_chart.html", "affected_timeline_chart.html", "exposure_windows_chart.html",
+    "impact_report.html", "impact_report.json",
 ]
 
 
@@ -86,8 +87,10 @@ def test_investigate_csv_has_its_rows(investigated: Path, sample_truth: dict[str
 @pytest.mark.parametrize("name", [n for n in EXPECTED_OUTPUTS if not n.endswith(".csv")])
 def test_investigate_writes(investigated: Path, name: str) -> None:
     text = (investigated / name).read_text(encoding="utf-8")
-    if name.endswith(".html"):
-        assert "<html" in text.lower() and "vega" in text.lower(), name
+    if name == "impact_report.html":  # charts rendered offline to inline SVG, no script
+        assert "<html" in text.lower() and text.count("<svg") == 3 and "<script>" not in text, name
+    elif name.endswith(".html"):  # the Vega JavaScript inline, never from a CDN
+        assert "<html" in text.lower() and "vega" in text.lower() and "cdn.jsdelivr" not in text, name
     elif name.endswith(".json"):
         assert json.loads(text), name
     else:
@@ -112,3 +115,12 @@ def test_investigate_report_equals_golden(investigated: Path) -> None:
     assert text.replace("`case.duckdb`", "`CASE`") == golden.read_text(encoding="utf-8").replace(
         "`case.duckdb`", "`CASE`"
     )
+
+
+@pytest.mark.slow
+def test_investigate_writes_a_packet_per_tenant_to_notify(investigated: Path) -> None:
+    with open(investigated / "notifications.csv", newline="") as fh:
+        n = len(list(csv.DictReader(fh)))
+    folders = sorted((investigated / "notification_packets").iterdir())
+    assert len(folders) == n
+    assert all((f / "summary.md").is_file() and (f / "requests.csv").is_file() for f in folders)
