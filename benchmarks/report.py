@@ -47,6 +47,7 @@ TARGETS = {
     "pandas_speedup": 15.0,
     "rss_bytes": GIB,
     "rss_gateway_rows": 5_000_000,
+    "wrapper_ratio": 1.10,  # a collection-wrapped log costs at most 10 % more than plain (#11, #14)
 }
 
 
@@ -351,6 +352,12 @@ def _targets(suite: Suite, st: dict[tuple[str, str], Stat]) -> list[str]:
             rows.append([f"engine parse ≥ 0.6 M lines/s ({scale})", f"{_rate(lps)} lines/s ({eng.mb_per_s:.1f} MB/s)",
                          _verdict(lps >= TARGETS["engine_lines_per_s"],
                                   f"{lps / TARGETS['engine_lines_per_s']:.2f}× of target")])
+    for scale in scales:
+        eng, cri = st.get((scale, "toolkit_engine")), st.get((scale, "toolkit_engine_cri"))
+        if eng and cri and eng.median:
+            ratio = cri.median / eng.median
+            rows.append([f"CRI-wrapped engine ingest ≤ 1.10× the same logs plain ({scale})", f"{ratio:.2f}×",
+                         _verdict(ratio <= TARGETS["wrapper_ratio"], f"{ratio - 1:+.0%} over plain")])
     eng_scales = [sc for sc in scales if (sc, "toolkit_engine") in st]
     for scale in eng_scales[-1:]:
         eng = st[(scale, "toolkit_engine")]
@@ -488,6 +495,7 @@ def render(suite: Suite) -> str:
         man = suite.manifests.get(scale)
         names = [(f"toolkit_gateway:{g.name}", f"bare_gateway:{g.name}", g.name) for g in (man.gateway if man else [])]
         names.append(("toolkit_engine", "bare_engine", "engine (all nodes + router)"))
+        names.append(("toolkit_engine_cri", "bare_engine", "engine, CRI-wrapped (kubelet layout)"))
         for tk_key, bare_key, label in names:
             tk, bare = st.get((scale, tk_key)), st.get((scale, bare_key))
             scan = st.get((scale, "scan_engine")) if tk_key == "toolkit_engine" else None

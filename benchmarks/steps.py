@@ -271,6 +271,42 @@ def step_toolkit_engine(spec: dict[str, Any]) -> Body:
     return body
 
 
+def cri_tree(data_dir: Path) -> Path:
+    """The data set's engine logs as containerd wrote them on Kubernetes (made once, kept beside it)."""
+    from forensics.sample.wrap import wrap_tree
+
+    out = data_dir / "engine-cri"
+    done = out / ".complete"
+    if not done.exists():
+        wrap_tree(data_dir / "engine", out, "cri", tz=ENGINE_TZ)
+        done.write_text("ok\n")
+    return out
+
+
+def step_toolkit_engine_cri(spec: dict[str, Any]) -> Body:
+    """Toolkit engine ingest of the same logs CRI-wrapped (kubelet layout): what the wrapper costs."""
+    from forensics.case import open_case
+
+    data_dir = Path(spec["data_dir"])
+    tree = cri_tree(data_dir)  # untimed set-up
+    case_path = _fresh(Path(spec["work_dir"]) / "engine-cri.duckdb")
+    case = open_case(case_path)
+    timed = _profiled_case(case, spec)
+
+    def body() -> Outcome:
+        s = case.ingest_engine([str(tree)], tz=ENGINE_TZ, quiet=True)
+        case.con.execute("CHECKPOINT")
+        return Outcome(
+            rows=s.lines_read,
+            bytes=spec["params"].get("raw_bytes", 0),
+            rows_out=s.rows_loaded,
+            extra={"rejected": s.rows_rejected, "joined": sum(f.lines_joined for f in s.files),
+                   **({"statements": timed.top(), "sql_total_s": timed.total()} if timed else {})},
+        )
+
+    return body
+
+
 def _affected_records(rel: Any) -> list[dict[str, Any]]:
     df = rel.df() if hasattr(rel, "df") else rel
     keep = [c for c in ("request_id", "header_request_id", "tenant_id", "confidence") if c in df.columns]
@@ -555,6 +591,7 @@ STEPS: dict[str, Callable[[dict[str, Any]], Body]] = {
     "toolkit_gateway": step_toolkit_gateway,
     "bare_gateway": step_bare_gateway,
     "toolkit_engine": step_toolkit_engine,
+    "toolkit_engine_cri": step_toolkit_engine_cri,
     "bare_engine": step_bare_engine,
     "scan_engine": step_scan_engine,
     "toolkit_e2e": step_toolkit_e2e,

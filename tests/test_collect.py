@@ -177,6 +177,10 @@ WRAPPED: list[tuple[str, str, list[tuple[Any, ...]], dict[str, int]]] = [
         (2, "[2026-08-27 11:10:00 TP0] Decode batch", T + "0.500000", "glm53-decode-6f7b9c8d4-x2k9p",
          "glm53-decode", 1),
     ], {"lines": 2}),
+    ("kubectl-prefix-only.log", "kubectl", [
+        (1, "[2026-08-27 11:10:00 TP0] Prefill batch", None, "glm53-prefill-0", "glm53-prefill-0", 1),
+        (2, "[2026-08-27 11:10:01 TP0] Decode batch", None, "glm53-prefill-1", "glm53-prefill-1", 1),
+    ], {"lines": 2}),
     ("journald.json", "journald-json", [
         (1, "[2026-08-27 11:10:00 TP0] max_total_num_tokens=681280", T + "0.123456",
          "gpu-node-7/sglang-prefill.service", "gpu-node-7", 1),
@@ -336,3 +340,36 @@ def test_reader_is_an_iterator_over_io_free_batches() -> None:
     # batches own their buffer: reading them later (after the file is closed) is fine
     batches = list(read_lines(FIX / "docker-json.log"))
     assert io.BytesIO(batches[0].line(0)).read().startswith(b"[2026-08-27")
+
+
+DOCKER_TEXTS = [
+    "[2026-08-27 11:10:00] plain\n",
+    '[2026-08-27 11:10:01] INFO:     10.0.3.7:41698 - "POST /generate HTTP/1.1" 200 OK\n',
+    "back\\slash and a literal \\n that is no newline\n",
+    "tab\there <tag> & amp\n",
+    "caf\u00e9 \u2603 snow\n",
+    "emoji \U0001F600 needs a surrogate pair\n",
+    "partial without newline",
+    "\n",
+]
+
+
+@pytest.mark.parametrize("attrs", [False, True])
+def test_docker_records_decode_exactly_as_json_does(tmp_path: Path, attrs: bool) -> None:
+    """The vectorised Docker reader and its JSON-reader fallback agree with json.loads on every escape."""
+    import json
+
+    recs = []
+    for i, t in enumerate(DOCKER_TEXTS):
+        body = json.dumps(t)
+        body = body.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")  # as moby writes
+        extra = ',"attrs":{"tag":"x"}' if attrs and i % 2 else ""
+        recs.append(f'{{"log":{body},"stream":"stderr"{extra},"time":"2026-08-27T03:10:0{i}.5Z"}}')
+    recs.append('{"log":" continued\\n","stream":"stderr","time":"2026-08-27T03:10:09Z"}')
+    f = _w(tmp_path / "x-json.log", ("\n".join(recs) + "\n").encode())
+    got, rej, _ = rows(f)
+    want = [t[:-1] for t in DOCKER_TEXTS[:6]]
+    # the partial record continues in the next record of its stream (the "\n" one), as moby splits
+    want += ["partial without newline", " continued"]
+    assert [g[1] for g in got] == want and rej == []
+    assert [g[0] for g in got] == [1, 2, 3, 4, 5, 6, 7, 9] and got[6][5] == 2

@@ -112,6 +112,8 @@ class _ReadState:
     dst_flags: dict[int, int] = field(default_factory=dict)
     #: segments that had engine local times at all (a router log has none: UTC by itself)
     local_lines: int = 0
+    #: the wrapper's times are zone-less local times converted with --engine-tz (syslog-bsd)
+    collector_inexact: bool = False
 
 
 def _batch_table(b: LineBatch, seq0: int, state: _ReadState) -> pa.Table:
@@ -196,6 +198,10 @@ def stage_lines(
         staged = 0
 
     for b in reader:
+        if not b.collector_exact:
+            # zone-less collector times (RFC 3164 syslog) were converted with --engine-tz itself:
+            # they fill lines without a time but cannot check (or derive) the engine's zone
+            state.collector_inexact = True
         if b.rejected:
             state.rejected.extend((ln, reason, _redact_raw(raw)) for ln, reason, raw in b.rejected)
         if len(b):
@@ -353,6 +359,8 @@ def _zone_pass(case: Case, tz: str, state: _ReadState) -> None:
     if lo is None:
         return
     state.local_lines += 1
+    if state.collector_inexact:
+        with_collector = 0
     local_sql = ("epoch_us(try_cast(CASE WHEN ems <> '' THEN ets || '.' || ems ELSE ets END AS TIMESTAMP))")
     have = sum(int(p[0].size) for p in state.tz_pairs)
     if with_collector and have < _TZ_SAMPLES and tz != "auto":
@@ -371,6 +379,8 @@ def _zone_pass(case: Case, tz: str, state: _ReadState) -> None:
         f"SELECT seq, {local_sql} AS loc, epoch_us(collector_ts) AS col FROM _eng_cls WHERE ets <> '' ORDER BY seq"
     ).to_arrow_table()
     seq, loc, col = _us(t.column("seq")), _us(t.column("loc")), _us(t.column("col"))
+    if state.collector_inexact:
+        col = np.full_like(col, NO_TIME)
     if tz == "auto":
         offs, est = auto_offsets(loc, col)
         if est.offset_s is None and state.auto and state.auto[-1].offset_s is not None:

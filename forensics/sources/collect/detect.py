@@ -36,7 +36,7 @@ _LINE_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("syslog-5424", re.compile(r"^<\d{1,3}>1 \S+ \S+ \S+ \S+ \S+ (?:-|\[)")),
     ("journal-iso", re.compile(rf"^(?:<\d{{1,3}}>)?{_TS} \S+ [^\s\[:]+(?:\[\d+\])?:(?: |$)|^-- ")),
     ("syslog-bsd", re.compile(r"^(?:<\d{1,3}>)?[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s\[:]+(?:\[\d+\])?:(?: |$)|^-- ")),
-    ("kubectl", re.compile(rf"^(?:\[pod/[^/\]\s]+/[^\]\s]+\] )?{_TS}(?: |$)")),
+    ("kubectl", re.compile(rf"^(?:\[pod/[^/\]\s]+/[^\]\s]+\] )?{_TS}(?: |$)|^\[pod/[^/\]\s]+/[^\]\s]+\] ")),
 )
 
 #: Every wrapper name ``read_lines(wrapper=...)`` accepts.

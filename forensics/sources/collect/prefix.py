@@ -148,7 +148,8 @@ _KTS = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\
 class Kubectl(Wrapper):
     """``kubectl logs --timestamps`` (``<RFC3339Nano> <text>``), with or without ``--prefix``.
 
-    ``--prefix`` puts ``[pod/<pod>/<container>] `` first: the pod goes into the batch. A line the
+    ``--prefix`` puts ``[pod/<pod>/<container>] `` first: the pod goes into the batch (also
+    without ``--timestamps``: then the lines have no collector time). A line the
     runtime split (CRI ``P`` chunks) arrives with the next chunk's timestamp inside it, every
     chunk length (16 KiB by default): those embedded timestamps are removed.
     """
@@ -177,8 +178,12 @@ class Kubectl(Wrapper):
             has_prefix &= valid_m
         p = parse_rfc3339(buf, ts_pos, date_sep_t_only=True)
         sp = window(buf, p.end, 1)[:, 0] == 32
-        ok = p.ok & p.zoned & ((sp & (p.end < e)) | (p.end == e))
-        text_start = np.minimum(p.end + 1, e)
+        timed = p.ok & p.zoned & ((sp & (p.end < e)) | (p.end == e))
+        # `--prefix` without `--timestamps`: the text follows the prefix, no collector time
+        untimed = has_prefix & ~timed
+        ok = timed | untimed
+        text_start = np.where(timed, np.minimum(p.end + 1, e), ts_pos)
+        us = np.where(timed, p.us, NO_TIME)
         bad = np.flatnonzero(~ok)
         valid = np.flatnonzero(ok)
         starts, ends = text_start[valid], e[valid]
@@ -187,7 +192,7 @@ class Kubectl(Wrapper):
         if long.size:
             new_buf, starts, ends = self._unsplit(phys.buf, starts, ends, long)
         return assemble(phys, self, first=valid, starts=starts, ends=ends, used=n, buf=new_buf,
-                        collector_us=p.us[valid], pod=None if pods is None else pods.take(pa.array(valid)),
+                        collector_us=us[valid], pod=None if pods is None else pods.take(pa.array(valid)),
                         rejected_idx=bad, reasons="not a `kubectl logs --timestamps` line"), n
 
     @staticmethod

@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,7 +30,7 @@ import pyarrow.json as pj
 
 from forensics.sources.collect.jsondoc import DocScanner
 from forensics.sources.collect.timestamps import parse_rfc3339
-from forensics.sources.collect.wrappers import Wrapper, assemble, concat_spans
+from forensics.sources.collect.wrappers import Wrapper, assemble
 from forensics.sources.lines import NO_TIME, STREAM_STDERR, STREAM_STDOUT, STREAM_UNKNOWN, LineBatch
 
 
@@ -230,25 +229,15 @@ class RecordWrapper(Wrapper):
               first_line: np.ndarray, last_line: np.ndarray, used: int, final: bool, *,
               framing_lines: np.ndarray, bad_lines: np.ndarray | None = None) -> tuple[LineBatch, int]:
         fmt = self.fmt
-        cols, bad_rec, reasons = self._parse(phys.buf, r_start, r_end)
-        good = np.ones(r_start.size, dtype=bool)
-        good[bad_rec] = False
-        msg = cols["message"]
-        # A record without text (or of another shape) is not a line of the program: rejected.
-        has_msg = msg.is_valid().to_numpy(zero_copy_only=False) if len(msg) else np.zeros(0, bool)
-        no_msg = np.flatnonzero(good & ~has_msg)
-        good &= has_msg
-        idx = np.flatnonzero(good)
-        text = msg.take(pa.array(idx)).cast(pa.large_binary())
-        times = self._times(cols["time"].take(pa.array(idx)))
-        stream = _stream_codes(cols["stream"].take(pa.array(idx)))
-        pod = cols["pod"].take(pa.array(idx))
-        host = cols["host"].take(pa.array(idx))
+        f = self._fields(phys, r_start, r_end)
+        bad_rec, reasons, no_msg, idx = f.bad_rec, f.reasons, f.no_msg, f.idx
+        times, stream, pod, host = f.times, f.stream, f.pod, f.host
         # logical lines: strip the trailing newline; split text holding several lines
-        data, off = _binary_parts(text)
-        starts, ends = off[:-1].copy(), off[1:].copy()
+        data, starts, ends = f.data, f.starts, f.ends
         nl_end = (ends > starts) & (data[np.maximum(ends - 1, 0)] == 10) if data.size else np.zeros(len(starts), bool)
         ends = ends - nl_end
+        if f.nl is not None:
+            nl_end = nl_end | f.nl
         cr_end = (ends > starts) & (data[np.maximum(ends - 1, 0)] == 13) if data.size else np.zeros(len(starts), bool)
         ends = ends - cr_end
         n_rec = int(idx.size)
@@ -271,7 +260,8 @@ class RecordWrapper(Wrapper):
                 join_order = np.lexsort((np.arange(n_rec), grp))
                 rec_of = grp[join_order]
                 starts, ends = starts[join_order], ends[join_order]
-        split = _split_inner(data, starts, ends, rec_of) if n_rec else None
+        # moby splits Docker records at newlines: only other records can hold several lines
+        split = _split_inner(data, starts, ends, rec_of) if n_rec and not fmt.join_partial else None
         sub = None
         if split is not None:
             starts, ends, rec_of, sub = split
@@ -307,7 +297,7 @@ class RecordWrapper(Wrapper):
         rej_idx = np.array(rej_lines, dtype=np.int64)[order]
         rej_reasons = [rej_why[i] for i in order.tolist()]
         # lines of rejected multi-line records beyond their first are framing of that record
-        extra_framing = _lines_of(first_line, last_line, np.r_[bad_rec, no_msg].astype(np.int64), rej_idx)
+        extra_framing = _lines_of(first_line, last_line, np.r_[bad_rec, no_msg].astype(np.int64))
         has_pod = pods.null_count < len(pods)
         out = assemble(
             phys, self, first=first_phys, starts=starts, ends=ends, used=used, buf=new_buf,
@@ -322,6 +312,63 @@ class RecordWrapper(Wrapper):
         if sub is not None:
             out = replace(out, sub=sub)
         return replace(out, framing=framing), used
+
+    def _fields(self, phys: LineBatch, r_start: np.ndarray, r_end: np.ndarray) -> _Fields:
+        """Text, time, stream, pod and host of every readable record; the others with their reason."""
+        n = int(r_start.size)
+        fast = None
+        if self.fmt.name == "docker-json" and n:
+            fast = _docker_fast(phys.buf, r_start, r_end)
+        slow = np.arange(n, dtype=np.int64) if fast is None else np.flatnonzero(~fast.ok)
+        if fast is not None and not slow.size:
+            idx = np.arange(n, dtype=np.int64)
+            nulls = pa.nulls(n, pa.large_string())
+            return _Fields(np.zeros(0, np.int64), [], np.zeros(0, np.int64), idx, fast.data, fast.starts, fast.ends,
+                           fast.us, fast.stream, nulls, nulls, fast.nl)
+        whole = self.scanner is None and fast is None
+        cols, bad_sub, reasons = self._parse(phys.buf, r_start[slow], r_end[slow], whole_batch=whole)
+        bad_rec = slow[bad_sub]
+        good = np.zeros(n, dtype=bool)
+        good[slow] = True
+        good[bad_rec] = False
+        msg = cols["message"]
+        # A record without text (or of another shape) is not a line of the program: rejected.
+        has_msg_slow = msg.is_valid().to_numpy(zero_copy_only=False) if len(msg) else np.zeros(0, bool)
+        has_msg = np.zeros(n, dtype=bool)
+        has_msg[slow] = has_msg_slow
+        no_msg = np.flatnonzero(good & ~has_msg)
+        good &= has_msg
+        take = pa.array(np.flatnonzero(good[slow]))
+        s_idx = np.flatnonzero(good)
+        text = msg.take(take).cast(pa.large_binary())
+        s_data, s_off = _binary_parts(text)
+        s_times = self._times(cols["time"].take(take))
+        s_stream = _stream_codes(cols["stream"].take(take))
+        pod = cols["pod"].take(take)
+        host = cols["host"].take(take)
+        if fast is None:
+            return _Fields(bad_rec, reasons, no_msg, s_idx, s_data, s_off[:-1].copy(), s_off[1:].copy(),
+                           s_times, s_stream, pod, host)
+        # both: one buffer, records in order (the fast ones point into the batch's own bytes)
+        base = int(fast.data.size)
+        data = np.concatenate([fast.data, s_data])
+        f_idx = np.flatnonzero(fast.ok)
+        idx = np.sort(np.r_[f_idx, s_idx])
+        pos_f = np.searchsorted(idx, f_idx)
+        pos_s = np.searchsorted(idx, s_idx)
+        m = idx.size
+        starts = np.empty(m, dtype=np.int64)
+        ends = np.empty(m, dtype=np.int64)
+        us = np.empty(m, dtype=np.int64)
+        strm = np.empty(m, dtype=np.int8)
+        starts[pos_f], ends[pos_f] = fast.starts[f_idx], fast.ends[f_idx]
+        starts[pos_s], ends[pos_s] = s_off[:-1] + base, s_off[1:] + base
+        us[pos_f], us[pos_s] = fast.us[f_idx], s_times
+        strm[pos_f], strm[pos_s] = fast.stream[f_idx], s_stream
+        nl = np.zeros(m, dtype=bool)
+        nl[pos_f] = fast.nl[f_idx]
+        nulls = pa.nulls(m, pa.large_string())
+        return _Fields(bad_rec, reasons, no_msg, idx, data, starts, ends, us, strm, nulls, nulls, nl)
 
     def _emit_cut(self, phys: LineBatch, cut_line: int, final: bool) -> tuple[LineBatch, int]:
         head = _slice_lines(phys, cut_line)
@@ -352,14 +399,15 @@ class RecordWrapper(Wrapper):
                     break
                 cut = int(late.min())
             return grp, cut
-        order = np.argsort(grp, kind="stable")
-        if not np.all(order == np.arange(n)):
-            # interleaved streams: logical lines in order of their first record
-            pass
         return grp, None
 
-    def _parse(self, buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray) -> tuple[dict[str, pa.Array], np.ndarray, list[str]]:
-        """The fields of every record: message, time, pod, host, stream (Arrow arrays, null if absent)."""
+    def _parse(self, buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray,
+               whole_batch: bool = False) -> tuple[dict[str, pa.Array], np.ndarray, list[str]]:
+        """The fields of every record: message, time, pod, host, stream (Arrow arrays, null if absent).
+
+        ``whole_batch``: the records are every non-blank line of ``buf`` (NDJSON), which the JSON
+        reader then reads in place.
+        """
         n = int(r_start.size)
         bad: list[int] = []
         reasons: list[str] = []
@@ -368,7 +416,7 @@ class RecordWrapper(Wrapper):
         def run(lo: int, hi: int) -> None:
             if lo >= hi:
                 return
-            got = self._arrow(buf, r_start[lo:hi], r_end[lo:hi])
+            got = self._arrow(buf, r_start[lo:hi], r_end[lo:hi], whole=(lo, hi) == (0, n) and whole_batch)
             if got is not None:
                 pieces.append((lo, got))
                 return
@@ -414,15 +462,10 @@ class RecordWrapper(Wrapper):
         order = np.argsort(np.array(bad, dtype=np.int64), kind="stable") if bad else np.zeros(0, np.int64)
         return cols, np.array(bad, dtype=np.int64)[order], [reasons[i] for i in order.tolist()]
 
-    def _arrow(self, buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray) -> dict[str, pa.Array] | None:
+    def _arrow(self, buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray,
+               whole: bool = False) -> dict[str, pa.Array] | None:
         fmt = self.fmt
-        data, off = concat_spans(buf, r_start, r_end)
-        if self.scanner is not None:
-            # a document's record may span lines: one line each for the JSON reader
-            data = data.copy()
-            data[(data == 10) | (data == 13)] = 32
-        nl = np.full(off.size - 1, 10, dtype=np.uint8)
-        body = np.insert(data, off[1:], nl) if data.size else data
+        body = _json_lines(buf, r_start, r_end, whole=whole and self.scanner is None)
         paths = list(fmt.message + fmt.time + fmt.pod + fmt.host + fmt.stream + fmt.host_unit)
         if fmt.pod_tag:
             paths.append(fmt.pod_tag[0])
@@ -435,8 +478,8 @@ class RecordWrapper(Wrapper):
             schema = _retype(schema, fmt.message, pa.string())
         try:
             tbl = pj.read_json(
-                io.BytesIO(body.tobytes()),
-                read_options=pj.ReadOptions(block_size=max(1 << 20, int(body.size) + 1), use_threads=False),
+                pa.BufferReader(body),
+                read_options=pj.ReadOptions(block_size=max(1 << 20, body.size + 1), use_threads=False),
                 parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore",
                                               newlines_in_values=False),
             )
@@ -444,7 +487,7 @@ class RecordWrapper(Wrapper):
             if fmt.time_unit != "rfc3339" and "time" not in self._typed:
                 # epoch numbers written as strings (journald): try that type once
                 self._typed["time"] = pa.string()
-                return self._arrow(buf, r_start, r_end)
+                return self._arrow(buf, r_start, r_end, whole)
             return None
         if tbl.num_rows != int(r_start.size):
             return None
@@ -535,6 +578,194 @@ class RecordWrapper(Wrapper):
             return np.asarray(ints, dtype=np.int64)
         out = np.where(np.isnan(vals), NO_TIME, np.round(np.nan_to_num(vals) * scale)).astype(np.int64)
         return out
+
+
+@dataclass(frozen=True)
+class _Fields:
+    """Per readable record (``idx``, in record order): text span in ``data``, time, stream, pod, host."""
+
+    bad_rec: np.ndarray
+    reasons: list[str]
+    no_msg: np.ndarray
+    idx: np.ndarray
+    data: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    times: np.ndarray
+    stream: np.ndarray
+    pod: pa.Array
+    host: pa.Array
+    #: the text ended with a newline already left out of its span (Docker fast path)
+    nl: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class _Fast:
+    """Docker records read without a JSON parser: which ones, and their fields (spans into ``data``)."""
+
+    ok: np.ndarray
+    data: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    us: np.ndarray
+    stream: np.ndarray
+    #: the text had its final newline (already left out of the span)
+    nl: np.ndarray
+
+
+_LOG_HEAD = np.frombuffer(b'{"log":"', dtype=np.uint8)
+_TIME_KEY = np.frombuffer(b',"time":"', dtype=np.uint8)
+_STREAM_OUT = np.frombuffer(b'","stream":"stdout"', dtype=np.uint8)
+_STREAM_ERR = np.frombuffer(b'","stream":"stderr"', dtype=np.uint8)
+_UNESCAPE = np.zeros(256, dtype=np.int16) - 1
+for _k, _v in {'"': 34, "\\": 92, "/": 47, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9}.items():
+    _UNESCAPE[ord(_k)] = _v
+_HEX = np.full(256, -1, dtype=np.int16)
+for _i, _c in enumerate(b"0123456789abcdef"):
+    _HEX[_c] = _i
+for _i, _c in enumerate(b"ABCDEF"):
+    _HEX[_c] = 10 + _i
+
+
+def _docker_fast(buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray) -> _Fast:
+    """Docker json-file records as moby writes them, read with array operations.
+
+    moby's writer (``jsonlogbytes.go``) always writes ``{"log":"...","stream":"...","time":"..."}``
+    in that order; such records are read from fixed positions (the time found from the end), their
+    text unescaped vectorised (most lines have no escape but the final ``\\n`` and stay in place).
+    Other records (``attrs``, an empty ``log``, a surrogate ``\\u`` escape, anything
+    odd) are left to the JSON reader (``ok`` false).
+    """
+    from forensics.sources.collect.timestamps import parse_rfc3339, window
+
+    s, e = r_start.astype(np.int64), r_end.astype(np.int64)
+    ok = (window(buf, s, 8) == _LOG_HEAD).all(axis=1) & (e - s >= 8 + 2 + 19 + 9 + 20 + 2)
+    tail = window(buf, e - 2, 2)
+    ok &= (tail[:, 0] == 34) & (tail[:, 1] == 125)
+    # the time value: after the last quote before the closing `"}`
+    w = window(buf, e - 42, 40)
+    rev = w[:, ::-1] == 34
+    has_q = rev.any(axis=1)
+    ts = e - 2 - np.argmax(rev, axis=1)
+    ok &= has_q
+    ok &= (window(buf, ts - 9, 9) == _TIME_KEY).all(axis=1)
+    q = ts - 9
+    st = window(buf, q - 19, 19)
+    is_out = (st == _STREAM_OUT).all(axis=1)
+    is_err = (st == _STREAM_ERR).all(axis=1)
+    ok &= is_out | is_err
+    p = parse_rfc3339(buf, ts, date_sep_t_only=True)
+    ok &= p.ok & p.zoned & (p.end == e - 2)
+    vs, ve = s + 8, q - 19  # the log value, escaped
+    ok &= ve > vs
+    stream = np.where(is_out, STREAM_STDOUT, STREAM_STDERR).astype(np.int8)
+    # escapes: every line ends its text with `\n` (2 bytes); anything else needs unescaping
+    bs = np.flatnonzero(buf == 92)
+    inner = np.searchsorted(bs, ve - 2) - np.searchsorted(bs, vs)
+    ends_nl = (window(buf, ve - 2, 2) == np.frombuffer(b"\\n", dtype=np.uint8)).all(axis=1)
+    # a `\\n` (escaped backslash then n) is not a newline: then the inner count sees that backslash
+    clean = ok & (inner == 0)
+    starts = vs.copy()
+    # a clean line's text stays in place; its final `\n` escape is dropped (``nl`` says it was there)
+    nl = clean & ends_nl
+    ends = np.where(nl, ve - 2, ve)
+    data = buf
+    esc = np.flatnonzero(ok & ~clean)
+    if esc.size:
+        fixed = _unescape(buf, vs[esc], ve[esc])
+        extra, off, good = fixed
+        base = int(buf.size)
+        data = np.concatenate([buf, extra])
+        starts[esc] = off[:-1] + base
+        ends[esc] = off[1:] + base
+        ok[esc[~good]] = False
+    return _Fast(ok=ok, data=data, starts=starts, ends=ends, us=p.us, stream=stream, nl=nl)
+
+
+def _unescape(buf: np.ndarray, vs: np.ndarray, ve: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """JSON-unescape the spans ``[vs, ve)`` vectorised: (bytes, offsets, per-span ok).
+
+    ASCII and BMP ``\\uXXXX`` escapes are written as UTF-8 in place (an escape is longer than what
+    it stands for); a surrogate (``\\ud83d``...) or a bad escape marks its span not ok.
+    """
+    from forensics.sources.collect.wrappers import concat_spans
+
+    out, off = concat_spans(buf, vs, ve)  # a copy: written in place below
+    data = out
+    good = np.ones(vs.size, dtype=bool)
+    b = np.flatnonzero(data == 92)
+    if not b.size:
+        return out, off, good
+    owner = np.searchsorted(off, b, side="right") - 1
+    # an escape starts at a backslash preceded by an even run of backslashes (in its span)
+    brk = np.r_[True, (b[1:] != b[:-1] + 1) | (owner[1:] != owner[:-1])]
+    run_start = np.maximum.accumulate(np.where(brk, np.arange(b.size), 0))
+    first = (np.arange(b.size) - run_start) % 2 == 0
+    start, own = b[first], owner[first]
+    span_end = off[1:][own]
+    nxt = np.minimum(start + 1, data.size - 1)
+    c = data[nxt]
+    simple = _UNESCAPE[c]
+    is_u = c == ord("u")
+    bad = (start + 1 >= span_end) | ((simple < 0) & ~is_u)
+    is_s = simple >= 0
+    out[start[is_s]] = simple[is_s].astype(np.uint8)
+    drop_at = [nxt[is_s]]
+    dropped = is_s.astype(np.int64)  # bytes dropped per escape
+    u = start[is_u]
+    if u.size:
+        hexw = data[np.minimum(u[:, None] + np.arange(2, 6)[None, :], data.size - 1)]
+        h = _HEX[hexw].astype(np.int64)
+        u_ok = (h >= 0).all(axis=1) & (u + 6 <= span_end[is_u])
+        cp = (h[:, 0] << 12) | (h[:, 1] << 8) | (h[:, 2] << 4) | h[:, 3]
+        u_bad = ~u_ok | ((cp >= 0xD800) & (cp <= 0xDFFF))  # surrogates: left to the JSON reader
+        n_out = np.where(cp < 0x80, 1, np.where(cp < 0x800, 2, 3))
+        b0 = np.where(n_out == 1, cp, np.where(n_out == 2, 0xC0 | (cp >> 6), 0xE0 | (cp >> 12)))
+        b1 = np.where(n_out == 2, 0x80 | (cp & 0x3F), 0x80 | ((cp >> 6) & 0x3F))
+        b2 = 0x80 | (cp & 0x3F)
+        out[u] = b0.astype(np.uint8)
+        two = n_out >= 2
+        out[u[two] + 1] = b1[two].astype(np.uint8)
+        three = n_out == 3
+        out[u[three] + 2] = b2[three].astype(np.uint8)
+        for k in range(1, 6):
+            drop_at.append(u[k >= n_out] + k)
+        du = 6 - n_out
+        dropped[np.flatnonzero(is_u)] = du
+        bad_u = np.zeros(start.size, dtype=bool)
+        bad_u[np.flatnonzero(is_u)] = u_bad
+        bad |= bad_u
+    if bad.any():
+        good[np.unique(own[bad])] = False
+    keep = np.ones(data.size, dtype=bool)
+    drop = np.concatenate(drop_at)
+    keep[drop[drop < data.size]] = False
+    # new offsets: minus the bytes dropped in the spans before
+    per_span = np.bincount(own, weights=dropped, minlength=vs.size).astype(np.int64)
+    new_off = off - np.r_[0, np.cumsum(per_span)]
+    return out[keep], new_off.astype(np.int64), good
+
+
+def _json_lines(buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray, *, whole: bool) -> pa.Buffer:
+    """The records as JSON lines for pyarrow's reader (which skips blank lines).
+
+    ``whole``: the records are every non-blank line of ``buf``: the buffer is read in place.
+    Otherwise one copy of the buffer where every byte outside a record is a space, newlines inside
+    a record (a pretty-printed document) are spaces, and each record ends its line.
+    """
+    if whole:
+        return pa.py_buffer(buf)
+    keep = np.zeros(buf.size + 1, dtype=np.int8)
+    np.add.at(keep, r_start, 1)
+    np.add.at(keep, r_end, -1)
+    inside = np.cumsum(keep[:-1], dtype=np.int8).view(np.bool_)
+    out = np.where(inside, buf, np.uint8(32))
+    out[inside & ((out == 10) | (out == 13))] = 32
+    end_in = r_end[r_end < buf.size]
+    out[end_in] = 10
+    if r_end.size and int(r_end[-1]) >= buf.size:
+        out = np.append(out, np.uint8(10))
+    return pa.py_buffer(out)
 
 
 def _blank(phys: LineBatch) -> np.ndarray:
@@ -692,7 +923,7 @@ def _split_inner(data: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     return s_out.astype(np.int64), e_out.astype(np.int64), rec_of[owner], sub.astype(np.int32)
 
 
-def _lines_of(first_line: np.ndarray, last_line: np.ndarray, recs: np.ndarray, rejected_first: np.ndarray) -> np.ndarray:
+def _lines_of(first_line: np.ndarray, last_line: np.ndarray, recs: np.ndarray) -> np.ndarray:
     """Lines of the given (rejected) records after their first line."""
     out: list[int] = []
     for r in recs.tolist():

@@ -1,0 +1,109 @@
+"""What a collection wrapper costs: the same engine logs read plain and wrapped, by the collection stage.
+
+Generates an incident (``forensics.sample.generate``), writes its engine logs as each wrapper
+writes them (``forensics.sample.wrap``), then reads every tree with ``collect.read_lines`` in a
+child process per run and reports, per wrapper, wall and CPU seconds, lines/s and the wrapper's
+extra CPU per line over plain. The extra is set against the issue's budget: a wrapped log may cost
+at most 10 % more than the same log plain; at the engine-ingest target (0.6 M lines/s on two
+cores, 3.33 µs of CPU per line) that is 0.33 µs of CPU per line.
+
+Example:
+    .venv/bin/python -m benchmarks.bench_collect --requests 20000 --runs 3 --wrappers cri,docker-json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+#: the engine-ingest target of issue #14, per line (two cores busy)
+TARGET_LINES_PER_S = 600_000
+
+
+def read_tree(root: str) -> dict[str, Any]:
+    """Read every file under ``root`` with the collection stage; text materialised as Arrow."""
+    import resource
+
+    from forensics.sources import collect
+
+    files = sorted(p for p in Path(root).rglob("*") if p.is_file() and not p.is_symlink())
+    t0, c0 = time.perf_counter(), time.process_time()
+    lines = logical = nbytes = 0
+    for f in files:
+        r = collect.read_lines(f, context={"tz": "Asia/Singapore"})
+        for b in r:
+            nbytes += int((b.ends - b.starts).sum())
+            b.text()  # what the scanner's hand-off costs (the Arrow view of the text)
+        lines += r.result.lines
+        logical += r.result.logical
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"files": len(files), "lines": lines, "logical": logical, "text_bytes": nbytes, "wall_s": wall,
+            "cpu_s": cpu, "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+
+
+def _child(root: Path) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-m", "benchmarks.bench_collect", "--child", str(root)],
+                         capture_output=True, text=True, check=True)
+    res: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--requests", type=int, default=20_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--wrappers", default="cri,docker-json,kubectl,journald-json,loki-jsonl,shipper-ndjson,cloudwatch")
+    ap.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "forensics-bench-collect")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(read_tree(args.child)))
+        return 0
+    from forensics.sample import generate
+    from forensics.sample.wrap import wrap_tree
+
+    data = args.work / f"r{args.requests}"
+    if not (data / "engine").exists():
+        generate(data, requests=args.requests)
+    trees = {"plain": data / "engine"}
+    for w in args.wrappers.split(","):
+        dst = args.work / f"r{args.requests}-{w}"
+        if not dst.exists():
+            wrap_tree(data / "engine", dst, w, tz="Asia/Singapore")
+        trees[w] = dst
+    results: dict[str, list[dict[str, Any]]] = {k: [] for k in trees}
+    loads = []
+    for _ in range(args.runs):
+        for name, root in trees.items():  # interleaved: A/B in one run, the same machine state
+            loads.append(os.getloadavg()[0])
+            results[name].append(_child(root))
+    plain = results["plain"]
+    p_cpu = statistics.median(r["cpu_s"] for r in plain)
+    p_wall = statistics.median(r["wall_s"] for r in plain)
+    n = plain[0]["lines"]
+    budget_us = 0.10 * 2 * 1e6 / TARGET_LINES_PER_S  # 10 % of the CPU per line at the target, two cores
+    print(f"engine logs of {args.requests:,} requests: {n:,} lines; runs {args.runs}; "
+          f"load average {min(loads):.1f}-{max(loads):.1f}")
+    print(f"{'wrapper':16} {'lines':>10} {'wall s':>8} {'CPU s':>8} {'lines/s':>10} {'CPU x plain':>11} "
+          f"{'extra µs/line':>13} {'of budget':>10} {'RSS MiB':>8}")
+    for name, rs in results.items():
+        wall = statistics.median(r["wall_s"] for r in rs)
+        cpu = statistics.median(r["cpu_s"] for r in rs)
+        lines = rs[0]["lines"]
+        extra = (cpu - p_cpu) / max(lines, 1) * 1e6 if name != "plain" else 0.0
+        print(f"{name:16} {lines:>10,} {wall:>8.2f} {cpu:>8.2f} {lines / wall:>10,.0f} {cpu / p_cpu:>11.2f} "
+              f"{extra:>13.3f} {extra / budget_us:>10.0%} {max(r['peak_rss_kib'] for r in rs) / 1024:>8.0f}")
+    print(f"(plain: {p_wall:.2f} s wall; budget = 10 % of the CPU per line of a 0.6 M lines/s ingest on two "
+          f"cores = {budget_us:.2f} µs)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
