@@ -87,9 +87,13 @@ def _assert_safe_csv(text: str, path: str) -> list[dict[str, str]]:
 @pytest.mark.parametrize("command", ["affected", "tenants", "sources", "notifications", "notification-requests",
                                      "timeline", "chain", "mismatch", "audit"])
 def test_every_csv_output_is_neutralised(hostile: Path, tmp_path: Path, command: str) -> None:
+    from click.testing import CliRunner
+
+    from forensics.cli import cli
+
     out = tmp_path / f"{command}.csv"
-    res = run(command, str(hostile), "--format", "csv", "-o", str(out))
-    assert res.returncode == 0, res.stderr
+    res = CliRunner().invoke(cli, [command, str(hostile), "--format", "csv", "-o", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
     rows = _assert_safe_csv(out.read_text(encoding="utf-8"), str(out))
     if command in ("affected", "tenants", "notifications"):
         tenants = {r["tenant_id"] for r in rows}

@@ -26,15 +26,25 @@ def run(*args: str, columns: int | None = None) -> subprocess.CompletedProcess[s
     return subprocess.run([sys.executable, "-m", "forensics", *args], capture_output=True, text=True, env=env)
 
 
+def invoke(*args: str, columns: int) -> str:
+    """The command in this process (click's runner) at a terminal width: tables only, no files."""
+    from click.testing import CliRunner
+
+    from forensics.cli import cli
+
+    res = CliRunner(env={"COLUMNS": str(columns)}).invoke(cli, list(args), catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return res.stdout
+
+
 @pytest.mark.parametrize("columns", [60, 80, 120, 200])
 @pytest.mark.parametrize("command", ["affected", "audit", "tenants", "sources", "notifications"])
 def test_table_fits_the_terminal(sample_case_path: Path, command: str, columns: int) -> None:
-    res = run(command, str(sample_case_path), columns=columns)
-    assert res.returncode == 0, res.stderr
-    lines = res.stdout.splitlines()
+    out = invoke(command, str(sample_case_path), columns=columns)
+    lines = out.splitlines()
     assert max(len(line) for line in lines) <= columns
-    assert "NaN" not in res.stdout and "<NA>" not in res.stdout and "NaT" not in res.stdout
-    stamps = re.findall(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}\S*", res.stdout)
+    assert "NaN" not in out and "<NA>" not in out and "NaT" not in out
+    stamps = re.findall(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}\S*", out)
     assert all(re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{6})?Z", s) for s in stamps), stamps[:5]
 
 
@@ -82,17 +92,26 @@ def test_unknown_filters_say_they_are_not_in_the_case(sample_case_path: Path, ar
 
 @pytest.mark.parametrize("fmt, magic", [("svg", b"<svg"), ("png", b"\x89PNG"), ("json", b"{"),
                                         ("html", b"<!DOCTYPE html>")])
-@pytest.mark.parametrize("name", ["affected-tenants", "affected-timeline", "exposure-windows"])
-def test_chart_files_need_no_network(sample_case_path: Path, tmp_path: Path, name: str, fmt: str, magic: bytes) -> None:
-    out = tmp_path / f"chart.{fmt}"
-    res = run("chart", name, str(sample_case_path), "-o", str(out))
-    assert res.returncode == 0, res.stderr
+@pytest.mark.parametrize("name", ["affected_tenants_chart", "affected_timeline_chart", "exposure_windows_chart"])
+def test_chart_files_need_no_network(sample_case: forensics.Case, tmp_path: Path, name: str, fmt: str,
+                                     magic: bytes) -> None:
+    from forensics.outputs import charts
+
+    out = charts.save_chart(getattr(charts, name)(sample_case), tmp_path / f"chart.{fmt}")
     data = out.read_bytes()
     assert data.startswith(magic)
     if fmt in ("html", "svg"):
         text = data.decode()
         assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", text), "loads something from the network"
         assert "cdn.jsdelivr" not in text
+
+
+@pytest.mark.parametrize("name, fmt", [("affected-timeline", "svg"), ("exposure-windows", "png")])
+def test_chart_command(sample_case_path: Path, tmp_path: Path, name: str, fmt: str) -> None:
+    out = tmp_path / "chart.out"
+    res = run("chart", name, str(sample_case_path), "-o", str(out), "--format", fmt)
+    assert res.returncode == 0, res.stderr
+    assert out.read_bytes()[:4] in (b"<svg", b"\x89PNG")
 
 
 def test_report_renderings_from_one_command(sample_case_path: Path, tmp_path: Path) -> None:
