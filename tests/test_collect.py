@@ -212,6 +212,16 @@ WRAPPED: list[tuple[str, str, list[tuple[Any, ...]], dict[str, int]]] = [
          "glm53-prefill-0", 13),
         (22, "[2026-08-27 11:10:01 TP0] Prefill batch", T + "1.000000", "glm53-prefill-1", "glm53-prefill-1", 12),
     ], {"lines": 36, "framing": 11}),
+    ("shipper-raw-cri.ndjson", "shipper-ndjson+cri", [  # Fluent Bit without the CRI parser
+        (1, "[2026-08-27 11:10:00 TP0] Prefill batch", T + "0.123456", "glm53-prefill-0", "glm53-prefill-0", 1),
+        (2, "Receive: obj=GenerateReqInput(rid='a', bootstrap_room=7)", T + "1.500000", "glm53-prefill-0",
+         "glm53-prefill-0", 2),
+    ], {"lines": 3, "joined": 1}),
+    ("cloudwatch-container-insights.json", "cloudwatch+shipper-ndjson", [  # EKS Container Insights
+        # the inner record's time (the runtime's, to the ns) wins over CloudWatch's milliseconds
+        (3, "[2026-08-27 11:10:00 TP0] Decode batch", T + "0.123456", "glm53-decode-6f7b9c8d4-x2k9p",
+         "glm53-decode", 7),
+    ], {"lines": 11, "framing": 4}),
     ("es-hits.ndjson", "es-hit-lines", [
         (1, "[2026-08-27 11:10:00 TP0] The server is fired up", T + "0.123000", "router-5d8f7b6c9-q4wzt", "router", 1),
     ], {"lines": 1}),

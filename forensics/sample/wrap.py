@@ -32,7 +32,8 @@ from zoneinfo import ZoneInfo
 
 #: Wrappers this module writes.
 WRITERS = ("cri", "docker-json", "kubectl", "kubectl-prefix", "journald-json", "journal-iso", "syslog-5424",
-           "syslog-bsd", "loki-jsonl", "shipper-ndjson", "es-hits", "cloudwatch", "gcp-logging", "datadog")
+           "syslog-bsd", "loki-jsonl", "shipper-ndjson", "shipper-raw-cri", "es-hits", "cloudwatch", "gcp-logging",
+           "datadog")
 
 #: containerd's and Docker's default split size.
 CHUNK = 16 * 1024
@@ -104,6 +105,15 @@ def wrap_lines(
             for j, c in enumerate(chunks):
                 tag = b"F" if j == len(chunks) - 1 else b"P"
                 yield _rfc3339(at + dt.timedelta(microseconds=j)).encode() + b" " + stream.encode() + b" " + tag + b" " + c + b"\n"
+        elif wrapper == "shipper-raw-cri":
+            # Fluent Bit tailing containerd's files without its CRI parser: each CRI line in `log`
+            chunks = [line[i : i + CHUNK] for i in range(0, max(len(line), 1), CHUNK)] or [b""]
+            for j, c in enumerate(chunks):
+                tag = "F" if j == len(chunks) - 1 else "P"
+                raw = f"{_rfc3339(at + dt.timedelta(microseconds=j))} {stream} {tag} " + c.decode("utf-8", "replace")
+                yield (json.dumps({"@timestamp": _rfc3339(at)[:23] + "Z", "log": raw + "\n",
+                                   "kubernetes": {"pod_name": pod, "namespace_name": namespace}},
+                                  ensure_ascii=False) + "\n").encode()
         elif wrapper == "docker-json":
             chunks = [line[i : i + CHUNK] for i in range(0, max(len(line), 1), CHUNK)] or [b""]
             for j, c in enumerate(chunks):

@@ -221,6 +221,8 @@ class LineReader:
 
     def _account(self, b: LineBatch) -> LineBatch:
         res = self.result
+        if len(b) and b.wrapper != res.wrapper:
+            res.wrapper = b.wrapper  # a wrapper found inside the records (``shipper-ndjson+cri``)
         if b.pod is not None:
             if self.context.get("fixed_node"):
                 # the caller named the node (NODE=PATH): every line stays on the file's node

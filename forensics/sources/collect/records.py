@@ -179,6 +179,9 @@ class RecordWrapper(Wrapper):
         self.scanner = DocScanner(fmt.array_path) if fmt.array_path is not None else None
         self._typed: dict[str, pa.DataType] = {}
         self._fallback_note = False
+        self._inner_checked = False
+        self._inner_join_note = False
+        self.inner: Wrapper | None = None
 
     @classmethod
     def for_format(cls, name: str, path: Path, context: dict[str, object]) -> RecordWrapper:
@@ -194,9 +197,86 @@ class RecordWrapper(Wrapper):
         if n == 0:
             z = np.zeros(0, dtype=np.int64)
             return assemble(phys, self, first=z, starts=z, ends=z, used=phys.phys_lines), phys.phys_lines
-        if self.scanner is None:
-            return self._lines(phys, final)
-        return self._document(phys, final)
+        out, used = self._lines(phys, final) if self.scanner is None else self._document(phys, final)
+        if not self._inner_checked and len(out):
+            self._find_inner(out)
+        if self.inner is None or not len(out):
+            return out, used
+        # a document's scanner has moved on: its records cannot be handed back (inner partial
+        # lines are joined within the batch only)
+        res, done = self._unwrap_inner(out, final or self.scanner is not None)
+        if done == len(out):
+            return res, used
+        # an inner line continues in the next batch: hand back from the record it starts in
+        cut = int(out.line_no[done]) - int(phys.line_no[0])
+        if cut <= 0:
+            z = np.zeros(0, dtype=np.int64)
+            return assemble(_slice_lines(phys, 0), self, first=z, starts=z, ends=z, used=0), 0
+        head = _slice_lines(phys, cut)
+        out2, _ = self._lines(head, True)
+        res2, _ = self._unwrap_inner(out2, True)
+        return replace(res2, next_line=int(phys.line_no[cut]), next_offset=int(phys.offset[cut])), cut
+
+    # -- a wrapper inside the record (a shipper that kept the runtime's line as it was) ---------------
+
+    def _find_inner(self, out: LineBatch) -> None:
+        """A second wrapper in the records' text: Fluent Bit without the CRI parser keeps raw CRI
+        lines in ``log``; Container Insights puts Fluent Bit's JSON record in a CloudWatch message."""
+        from forensics.sources.collect.detect import detect_wrapper, make_wrapper
+
+        self._inner_checked = True
+        k = min(len(out), 200)
+        head = b"\n".join(out.line(i) for i in range(k)) + b"\n"
+        found = detect_wrapper(head)
+        if found.name in ("cri", "docker-json", "shipper-ndjson", "kubectl") and found.name != self.fmt.name:
+            self.inner = make_wrapper(found.name, self.path, self.context)
+            self.warnings.append(f"the {self.fmt.name} records hold {found.name} lines ({found.note}): unwrapped too")
+
+    def _unwrap_inner(self, out: LineBatch, final: bool) -> tuple[LineBatch, int]:
+        """Strip the inner wrapper; line numbers, offsets and physical-line counts stay the outer ones.
+
+        Returns the batch and how many of ``out``'s lines it covers (fewer when an inner partial
+        line continues past them and ``final`` is false).
+        """
+        assert self.inner is not None
+        n = len(out)
+        pos = np.arange(n, dtype=np.int64)
+        inner_in = replace(out, line_no=pos, offset=pos, phys_lines=n, n_phys=None, rejected=(), framing=0,
+                           sub=None, next_line=n, next_offset=n)
+        res, done = self.inner.strip(inner_in, final=final)
+        if done < n:
+            return res, done
+        outer_n = np.ones(n, dtype=np.int64) if out.n_phys is None else out.n_phys.astype(np.int64)
+        joined_inner = res.n_phys is not None and bool((res.n_phys > 1).any())
+        if joined_inner and bool((outer_n > 1).any()):
+            if not self._inner_join_note:
+                self._inner_join_note = True
+                self.warnings.append(f"{self.inner.name} partial lines inside multi-line {self.fmt.name} records "
+                                     "were not joined (left as they are)")
+            return out, n
+        p = res.line_no.astype(np.int64)
+        n_phys = outer_n[p] if res.n_phys is None else (res.n_phys.astype(np.int64) if joined_inner else outer_n[p])
+        coll = out.collector_us[p] if out.collector_us is not None else None
+        if res.collector_us is not None:
+            coll = res.collector_us if coll is None else np.where(res.collector_us != NO_TIME, res.collector_us, coll)
+        pod = out.pod.take(pa.array(p)) if out.pod is not None else None
+        if res.pod is not None:
+            inner_pod = res.pod.cast(pa.string())
+            pod = inner_pod if pod is None else pc.coalesce(inner_pod, pod.cast(pa.string()))
+        node = out.node.take(pa.array(p)) if out.node is not None and res.pod is None else None
+        stream = res.stream if res.stream is not None else (out.stream[p] if out.stream is not None else None)
+        rej = tuple((int(out.line_no[ln]), why, raw) for ln, why, raw in res.rejected)
+        # the other physical lines of an outer record the inner wrapper rejected are its framing
+        rej_pos = np.array([ln for ln, _, _ in res.rejected], dtype=np.int64)
+        extra_framing = int((outer_n[rej_pos] - 1).sum()) if rej_pos.size else 0
+        return replace(
+            res, line_no=out.line_no[p], offset=out.offset[p], n_phys=n_phys.astype(np.int32),
+            collector_us=coll, stream=stream, pod=None if pod is None else pod.dictionary_encode(),
+            node=None if node is None else node, sub=None if out.sub is None else out.sub[p],
+            rejected=out.rejected + rej, framing=out.framing + extra_framing, phys_lines=out.phys_lines,
+            wrapper=f"{self.fmt.name}+{self.inner.name}", collector_exact=out.collector_exact,
+            next_line=out.next_line, next_offset=out.next_offset,
+        ), n
 
     def _lines(self, phys: LineBatch, final: bool) -> tuple[LineBatch, int]:
         s, e = phys.starts, phys.ends
@@ -814,12 +894,15 @@ def _first(tbl: pa.Table, paths: tuple[str, ...]) -> pa.Array:
     empty: pa.Array | None = None
     for p in paths:
         col = _get(tbl, p)
-        if pa.types.is_nested(col.type):
-            continue
+        if pa.types.is_nested(col.type) or col.null_count == len(col):
+            continue  # an object or list here, or a path no record of the batch has
         col = col.cast(pa.large_string())
         if empty is None:
             empty = col
-        col = pc.if_else(pc.equal(col, ""), pa.scalar(None, pa.large_string()), col)
+        if out is not None and out.null_count == 0:
+            break  # every record has a value already
+        if pc.any(pc.equal(col, "")).as_py():
+            col = pc.if_else(pc.equal(col, ""), pa.scalar(None, pa.large_string()), col)
         out = col if out is None else pc.coalesce(out, col)
     if out is None or empty is None:
         return pa.nulls(tbl.num_rows, pa.large_string())
