@@ -109,9 +109,10 @@ def wrap_lines(
             # Fluent Bit tailing containerd's files without its CRI parser: each CRI line in `log`
             chunks = [line[i : i + CHUNK] for i in range(0, max(len(line), 1), CHUNK)] or [b""]
             for j, c in enumerate(chunks):
-                tag = "F" if j == len(chunks) - 1 else "P"
-                raw = f"{_rfc3339(at + dt.timedelta(microseconds=j))} {stream} {tag} " + c.decode("utf-8", "replace")
-                yield (json.dumps({"@timestamp": _rfc3339(at)[:23] + "Z", "log": raw + "\n",
+                tag_s = "F" if j == len(chunks) - 1 else "P"
+                cri_line = (f"{_rfc3339(at + dt.timedelta(microseconds=j))} {stream} {tag_s} "
+                            + c.decode("utf-8", "replace"))
+                yield (json.dumps({"@timestamp": _rfc3339(at)[:23] + "Z", "log": cri_line + "\n",
                                    "kubernetes": {"pod_name": pod, "namespace_name": namespace}},
                                   ensure_ascii=False) + "\n").encode()
         elif wrapper == "docker-json":
