@@ -114,6 +114,12 @@ def test_trailing_bytes_after_gzip_are_counted(tmp_path: Path) -> None:
     assert (res.status.trailing_bytes, res.status.trailing_offset, res.status.trailing_zeros) == (3, len(member), False)
 
 
+def test_trailing_garbage_does_not_cut_the_last_line(tmp_path: Path) -> None:
+    got, rej, res = rows(_w(tmp_path / "f", gzip.compress(b"a\nlast without newline") + b"GARBAGE"))
+    assert [g[1] for g in got] == ["a", "last without newline"] and rej == []
+    assert not res.complete and not res.status.truncated and res.status.trailing_bytes == 7
+
+
 def test_corrupt_gzip_is_incomplete(tmp_path: Path) -> None:
     data = bytearray(gzip.compress(b"".join(b"line %d\n" % i for i in range(20000))))
     data[len(data) // 2] ^= 0xFF

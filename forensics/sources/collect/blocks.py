@@ -47,8 +47,11 @@ class StreamStatus:
     """
 
     compression: str = "none"
-    #: False when the stream broke off or was damaged: only a prefix was read
+    #: False when the stream broke off or was damaged, or bytes after it could not be read
     complete: bool = True
+    #: the stream broke off or a member was damaged: its last line may be cut (trailing bytes
+    #: after complete members do not cut anything)
+    truncated: bool = False
     #: why the file is incomplete, or what was found after its end (one sentence), else None
     problem: str | None = None
     #: bytes on disk after the last valid gzip member / zstd frame that could not be read
@@ -62,10 +65,11 @@ class StreamStatus:
     #: decompressed bytes produced (skipped prefix included)
     decompressed: int = 0
 
-    def note(self, problem: str, *, complete: bool) -> None:
+    def note(self, problem: str, *, complete: bool, truncated: bool = False) -> None:
         """Record a problem; the first one is kept, later ones are appended."""
         self.problem = problem if self.problem is None else f"{self.problem}; {problem}"
         self.complete = self.complete and complete
+        self.truncated = self.truncated or truncated
 
 
 def iter_blocks(
@@ -219,7 +223,7 @@ def _gzip_pieces(path: Path, size: int, status: StreamStatus) -> Iterator[bytes]
                 status.note(
                     f"gzip member {status.members} is corrupt near compressed byte {start} ({text})"
                     + ("; the lines read from that member may be altered" if altered else
-                       "; the readable prefix was kept"), complete=False)
+                       "; the readable prefix was kept"), complete=False, truncated=True)
                 return
             if d.eof:
                 rest = d.unused_data
@@ -237,7 +241,7 @@ def _gzip_pieces(path: Path, size: int, status: StreamStatus) -> Iterator[bytes]
                 return
         if not d.eof:
             status.note(f"gzip stream is truncated (member {status.members} has no end); "
-                        "the readable prefix was kept", complete=False)
+                        "the readable prefix was kept", complete=False, truncated=True)
 
 
 _ZSTD_SKIPPABLE = range(0x184D2A50, 0x184D2A60)
@@ -287,7 +291,7 @@ def _zstd_pieces(path: Path, size: int, status: StreamStatus) -> Iterator[bytes]
                 out = d.decompress(data)
             except zstandard.ZstdError as exc:
                 status.note(f"zstd frame {status.members} is corrupt near compressed byte {start} ({exc}); "
-                            "the readable prefix was kept", complete=False)
+                            "the readable prefix was kept", complete=False, truncated=True)
                 return
             if out:
                 yield out
@@ -297,4 +301,4 @@ def _zstd_pieces(path: Path, size: int, status: StreamStatus) -> Iterator[bytes]
                 consumed -= len(pending)
         if not ended:
             status.note(f"zstd stream is truncated (frame {status.members} has no end); "
-                        "the readable prefix was kept", complete=False)
+                        "the readable prefix was kept", complete=False, truncated=True)

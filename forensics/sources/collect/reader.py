@@ -190,8 +190,9 @@ class LineReader:
         tail_rejected: list[tuple[int, str, bytes]] = []
         if pending:
             whole = pending
-            if not status.complete:
-                # the last physical line was cut by the break of the compressed stream
+            if status.truncated:
+                # the last physical line was cut by the break of the compressed stream (bytes
+                # after complete members cut nothing: a last line without newline is a line)
                 nl = whole.rfind(b"\n")
                 cut_line = whole[nl + 1 :]
                 whole = whole[: nl + 1]
