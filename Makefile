@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO   := demo_output
 
-.PHONY: setup demo test lint typecheck unit golden lab bench clean
+.PHONY: setup demo test lint typecheck unit golden mutate mutate-check lab bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=python3.11)")'
@@ -39,6 +39,14 @@ unit: $(STAMP)
 ## golden: rewrite tests/golden/* from the current code (review the diff; explain it in the commit)
 golden: $(STAMP)
 	$(BIN)/python -m pytest -q -m golden --update-golden tests
+
+## mutate: the mutation run over the judgement (slow; not part of make test); see docs/testing.md
+mutate: $(STAMP)
+	$(BIN)/python tests/mutation/mutate.py --jobs 2
+
+## mutate-check: every mutant of tests/mutation/mutants.toml still finds its target (fast)
+mutate-check: $(STAMP)
+	$(BIN)/python tests/mutation/mutate.py --check
 
 ## lab: JupyterLab on notebooks/ with the project's environment
 lab: $(STAMP)

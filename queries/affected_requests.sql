@@ -386,7 +386,7 @@ classified AS (
                     -- a prefill record that ran the full prompt, or ran on a node not exposed at
                     -- that time, clears the request
                     AND NOT (r.prefill_rid IS NOT NULL
-                             AND (r.prefill_tokens > 1 OR NOT r.prefill_exposed))
+                             AND (COALESCE(r.prefill_tokens > 1, false) OR NOT r.prefill_exposed))
                     AND COALESCE(r.gateway_tokens, r.decode_tokens)
                         >= COALESCE(CAST($limit_tokens AS BIGINT), r.prefill_exposed_limit, r.window_limit)
                     AND (($start IS NOT NULL AND $end IS NOT NULL) OR r.in_derived_window)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -129,6 +131,7 @@ class Synth:
         prefill_logged: bool = True,
         header: bool = True,
         room: int | None = None,
+        host: str = "10.0.2.11",
         **gw_kw: Any,
     ) -> int:
         """One request through gateway, prefill and decode; returns its bootstrap_room.
@@ -145,7 +148,7 @@ class Synth:
         if not engine:
             return room
         te = ts + dt.timedelta(seconds=1)
-        common = {"bootstrap_host": "10.0.2.11", "bootstrap_room": room, "header_request_id": hdr}
+        common = {"bootstrap_host": host, "bootstrap_room": room, "header_request_id": hdr}
         if prefill_logged:
             self.req(prefill, "received", f"p-{xid}", te, **common)
             if rejected:
@@ -189,8 +192,19 @@ def sample_truth() -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def sample_case_path(tmp_path_factory: pytest.TempPathFactory, sample_truth: dict[str, Any]) -> Iterator[Path]:
-    """Path of a case database with the whole sample (gateway + engine) ingested."""
+    """Path of a case database with the whole sample (gateway + engine) ingested.
+
+    ``FORENSICS_TEST_SAMPLE_CASE`` names an already ingested copy to start from (the mutation run
+    sets it for mutants that leave the loaders alone); opening it read-write re-creates the views
+    of the current ``schema.sql``, so a mutated view is still what the tests read.
+    """
     path = tmp_path_factory.mktemp("sample") / "case.duckdb"
+    prebuilt = os.environ.get("FORENSICS_TEST_SAMPLE_CASE")
+    if prebuilt:
+        shutil.copyfile(prebuilt, path)
+        forensics.open_case(path).close()
+        yield path
+        return
     with forensics.open_case(path, now=dt.datetime(2026, 10, 1)) as case:
         case.ingest_gateway(SAMPLE / "gateway")
         case.ingest_engine(SAMPLE / "engine", tz="Asia/Singapore")

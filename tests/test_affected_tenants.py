@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from casebuilder import Fleet, Gateway, build, recipients
 from conftest import GoldenCheck, Synth, fleet, t
 from test_affected_requests import _cli
 
@@ -28,6 +29,10 @@ def test_counts(synth: Synth) -> None:
         {"tenant_id": "B", "n_requests": 1, "n_confirmed": 1, "n_suspected": 0, "first_ts": t(11),
          "last_ts": t(11), "request_ids": "ray-b1"},
     ]
+
+
+def test_suspected_only_tenant_is_a_recipient() -> None:
+    assert recipients(build(Fleet(), Gateway("g", 10, 700_000, layer="proxy", tenant="S"))) == {"S": (0, 1)}
 
 
 def test_sample_tenants(sample_case: forensics.Case, sample_truth: dict[str, Any]) -> None:

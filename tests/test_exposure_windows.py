@@ -6,10 +6,79 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from casebuilder import (
+    LIMIT,
+    POOL_BAD,
+    POOL_GOOD,
+    LastLine,
+    Rejection,
+    Start,
+    build,
+    limit_of,
+    when,
+)
 from conftest import Synth, t
 
 import forensics
 from forensics.errors import CaseError
+
+POOL_2 = 900_000
+LIMIT_2 = limit_of(POOL_2)
+
+
+# -- the window, per node and for the fleet --------------------------------------------------------
+
+
+def _windows(*rows: Any) -> list[tuple[str, Any, Any, int, bool]]:
+    df = forensics.exposure_windows(build(*rows)).df()
+    return [(r.node if isinstance(r.node, str) else "fleet", r.window_start, r.window_end, int(r.admission_limit),
+             bool(r.window_open)) for r in df.itertuples()]
+
+
+WINDOWS: list[tuple[str, list[Any], list[tuple[str, float, float, int, bool]]]] = [
+    ("consecutive exposed starts with different limits are two windows",
+     [Start("p", 0, pool=POOL_BAD), Start("p", 10, pool=POOL_2), Start("p", 20, pool=POOL_GOOD), LastLine("p", 30)],
+     [("p", 0, 10, LIMIT, False), ("p", 10, 20, LIMIT_2, False), ("fleet", 0, 20, LIMIT, False)]),
+    ("consecutive exposed starts with the same limit are one window to the last one's end",
+     [Start("p", 0, pool=POOL_BAD), Start("p", 10, pool=POOL_BAD), Start("p", 20, pool=POOL_GOOD), LastLine("p", 30)],
+     [("p", 0, 20, LIMIT, False), ("fleet", 0, 20, LIMIT, False)]),
+    ("exposed, then a lowered context that fits, then exposed again: two windows",
+     [Start("p", 0, pool=POOL_BAD), Start("p", 10, pool=POOL_BAD, ctx=POOL_BAD), Start("p", 20, pool=POOL_BAD),
+      LastLine("p", 30)],
+     [("p", 0, 10, LIMIT, False), ("p", 20, 30, LIMIT, True), ("fleet", 0, 30, LIMIT, True)]),
+    ("the fleet's limit is the smallest of its exposed nodes'",
+     [Start("a", 0, pool=POOL_2), Start("b", 1, pool=POOL_BAD), Start("a", 20, pool=POOL_GOOD),
+      Start("b", 20, pool=POOL_GOOD), LastLine("a", 30), LastLine("b", 30)],
+     [("a", 0, 20, LIMIT_2, False), ("b", 1, 20, LIMIT, False), ("fleet", 0, 20, LIMIT, False)]),
+    ("a node never fixed leaves the fleet window open",
+     [Start("a", 0, pool=POOL_BAD), Start("b", 0, pool=POOL_BAD), Start("b", 20, pool=POOL_GOOD), LastLine("a", 30),
+      LastLine("b", 30)],
+     [("a", 0, 30, LIMIT, True), ("b", 0, 20, LIMIT, False), ("fleet", 0, 30, LIMIT, True)]),
+    ("a start of unknown role with a small pool is exposed (unknown is never 'no')",
+     [Start("p", 0, pool=POOL_BAD, role=None), LastLine("p", 30)],
+     [("p", 0, 30, LIMIT, True), ("fleet", 0, 30, LIMIT, True)]),
+    ("a decode node with a small pool is not the placeholder trigger",
+     [Start("d", 0, pool=POOL_BAD, role="decode"), LastLine("d", 30)], []),
+    ("a start that logged no admission limit gets SGLang's formula",
+     [Start("p", 0, pool=POOL_BAD, limit=None), LastLine("p", 30)],
+     [("p", 0, 30, LIMIT, True), ("fleet", 0, 30, LIMIT, True)]),
+]
+
+
+@pytest.mark.parametrize(("guards", "rows", "expected"), WINDOWS, ids=[w[0] for w in WINDOWS])
+def test_windows(guards: str, rows: list[Any], expected: list[tuple[str, float, float, int, bool]]) -> None:
+    assert _windows(*rows) == [(n, when(a), when(b), lim, op) for n, a, b, lim, op in expected]
+
+
+def test_rejections_counted_in_their_window_to_the_second() -> None:
+    case = build(Start("p", 0), Start("p", 10, pool=POOL_GOOD), LastLine("p", 30),
+                 Rejection("p", "a", 0, 700_000), Rejection("p", "b", 10, 700_000, sec=-1),
+                 Rejection("p", "c", 10, 700_000))
+    w = forensics.exposure_windows(case, node="p").df()
+    assert list(w.n_rejections) == [2, 2]  # node row, fleet row: 'c' is in the fixed period
+    audit = forensics.pool_audit(case).df()
+    assert list(audit.n_scheduler_rejections) == [2, 1]
+
 
 
 def test_merge_and_fleet(synth: Synth) -> None:

@@ -5,10 +5,45 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from casebuilder import Fleet, Request, build
 from conftest import Synth, fleet, t
 
 import forensics
 from forensics.errors import ParameterError
+
+# -- whose data: leak sources ----------------------------------------------------------------------
+
+# x's decode Receive is at 10 h + 1 s; a request's decode Finish comes 21 s after its gateway start
+SOURCES: list[tuple[str, list[Any], set[str]]] = [
+    ("a finish in the same second as the receive, logged before it, is a source",
+     [Request("s", 10, 3_000, sec=-20, tenant="B"), Request("x", 10, 700_000, rejected=True)], {"ray-s"}),
+    ("a finish in the same second, logged after the receive line, came later: not a source",
+     [Request("x", 10, 700_000, rejected=True), Request("s", 10, 3_000, sec=-20, tenant="B")], set()),
+    ("a finish exactly at the look-back's start is a source",
+     [Request("s", 10, 3_000, sec=-620, tenant="B"), Request("x", 10, 700_000, rejected=True)], {"ray-s"}),
+    ("a finish one second before the look-back is not a source",
+     [Request("s", 10, 3_000, sec=-621, tenant="B"), Request("x", 10, 700_000, rejected=True)], set()),
+    ("a finish on the other decode node is not a source",
+     [Request("s", 10, 3_000, sec=-60, decode="decode-1", tenant="B"), Request("x", 10, 700_000, rejected=True)],
+     set()),
+    ("an aborted decode is not a source",
+     [Request("s", 10, 3_000, sec=-60, decode_finish="abort", status=400, tenant="B"),
+      Request("x", 10, 700_000, rejected=True)], set()),
+    ("the affected request is not its own source", [Request("x", 10, 700_000, rejected=True)], set()),
+]
+
+
+@pytest.mark.parametrize(("guards", "rows", "expected"), SOURCES, ids=[c[0] for c in SOURCES])
+def test_leak_sources(guards: str, rows: list[Any], expected: set[str]) -> None:
+    df = forensics.leak_sources(build(Fleet(), *rows)).df()
+    assert set(df.source_request_id) == expected
+
+
+def test_default_look_back_is_ten_minutes() -> None:
+    case = build(Fleet(), Request("s", 10, 3_000, sec=-300, tenant="B"), Request("x", 10, 700_000, rejected=True))
+    assert list(forensics.leak_sources(case).df().source_request_id) == ["ray-s"]
+    assert forensics.leak_sources(case, window_s=60).df().empty
+
 
 
 def test_window_and_flags(synth: Synth) -> None:
