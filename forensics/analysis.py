@@ -119,7 +119,10 @@ def pool_audit(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBPyRel
     """Every node start with its KV pool, context length, admission limit, period and verdict.
 
     Example:
-        >>> pool_audit("case.duckdb", node="prefill-0").df()   # doctest: +SKIP
+        >>> from forensics.sample import sample_case
+        >>> audit = pool_audit(sample_case(), node="prefill-1").df()
+        >>> audit[["start_seq", "verdict", "admission_limit"]].values.tolist()
+        [[1, 'ok', 524282], [2, 'exposed', 681274], [3, 'exposed', 777786], [4, 'ok', 1048570]]
     """
     c = as_case(case)
     _need_starts(c, "pool audit")
@@ -137,7 +140,10 @@ def exposure_windows(
     """Per node the periods it ran exposed, and the fleet window (derived, or given).
 
     Example:
-        >>> exposure_windows("case.duckdb").df()   # doctest: +SKIP
+        >>> from forensics.sample import sample_case
+        >>> w = exposure_windows(sample_case()).df()
+        >>> w[w.scope == "fleet"][["window_start", "window_end", "admission_limit"]].astype(str).values.tolist()
+        [['2026-09-03 02:55:00', '2026-09-09 14:47:30', '681274']]
     """
     c = as_case(case)
     _need_window(c, limit_tokens, start, end, "exposure windows")
@@ -157,7 +163,10 @@ def request_chain(
     Rows come in no particular order (a full export: sort what you keep, e.g. ``.order("ts")``).
 
     Example:
-        >>> request_chain("case.duckdb", request_id="req_01J9W").df()   # doctest: +SKIP
+        >>> from forensics.sample import sample_case
+        >>> chain = request_chain(sample_case(), request_id="3f994a9be25fbb13").df()
+        >>> chain[["prefill_node", "prefill_tokens", "decode_tokens", "match_method"]].values.tolist()
+        [['prefill-1', 1, 736944, 'header_id']]
     """
     _check_range(start, end)
     return _run(case, "request_chain", start=start, end=end, node=node, request_id=request_id)
@@ -174,7 +183,9 @@ def affected_requests(
     """The 2xx responses that should have been 400: confirmed by engine evidence, or suspected.
 
     Example:
-        >>> affected_requests("case.duckdb").df()   # doctest: +SKIP
+        >>> from forensics.sample import sample_case
+        >>> affected_requests(sample_case()).df().groupby("confidence").size().to_dict()
+        {'confirmed': 32, 'suspected': 3}
     """
     c = as_case(case)
     _need_window(c, limit_tokens, start, end, "affected requests")
@@ -192,7 +203,9 @@ def affected_tenants(
     """Per tenant: affected responses received (confirmed / suspected), first and last time, ids.
 
     Example:
-        >>> affected_tenants("case.duckdb").df()   # doctest: +SKIP
+        >>> from forensics.sample import sample_case
+        >>> affected_tenants(sample_case()).df()[["n_requests", "n_confirmed", "n_suspected"]].sum().to_dict()
+        {'n_requests': 35, 'n_confirmed': 32, 'n_suspected': 3}
     """
     c = as_case(case)
     _need_window(c, limit_tokens, start, end, "affected tenants")
@@ -211,7 +224,9 @@ def leak_sources(
     """Whose data may have been exposed: requests finished on the same decode node shortly before.
 
     Example:
-        >>> leak_sources("case.duckdb", window_s=300).df()   # doctest: +SKIP
+        >>> from forensics.sample import sample_case
+        >>> len(leak_sources(sample_case(), window_s=300).df()), len(leak_sources(sample_case()).df())
+        (81, 139)
     """
     return _run_sources(case, "leak_sources", "leak sources", limit_tokens, start, end, node, window_s)
 
@@ -283,7 +298,9 @@ def token_mismatch(
     """Requests whose token counts disagree: gateway vs engine, prefill vs decode.
 
     Example:
-        >>> token_mismatch("case.duckdb").df()   # doctest: +SKIP
+        >>> from forensics.sample import sample_case
+        >>> token_mismatch(sample_case()).df().mismatch.value_counts().to_dict()
+        {'placeholder': 33}
     """
     _check_range(start, end)
     return _run(case, "token_mismatch", start=start, end=end, node=node)
@@ -293,7 +310,9 @@ def post_fix_check(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBP
     """Is it over? Node configs now, placeholder 2xx after each fix, integrity lines.
 
     Example:
-        >>> post_fix_check("case.duckdb").df()   # doctest: +SKIP
+        >>> from forensics.sample import sample_case
+        >>> post_fix_check(sample_case()).df().groupby("check").result.first().to_dict()["node_config"]
+        'pass'
     """
     c = as_case(case)
     _need_starts(c, "post-fix check")
@@ -310,7 +329,9 @@ def hidden_errors(
     """Errors hidden behind a 2xx: in-band (SSE/body) errors and transfer failures.
 
     Example:
-        >>> hidden_errors("case.duckdb").df()   # doctest: +SKIP
+        >>> from forensics.sample import sample_case
+        >>> hidden_errors(sample_case()).df()[["status", "kinds"]].values.tolist()
+        [[200, 'transfer_failure;engine_abort']]
     """
     _check_range(start, end)
     return _run(case, "hidden_errors", start=start, end=end, node=node)
@@ -342,9 +363,10 @@ def parameters_used(case: CaseLike, func_name: str, **kwargs: Any) -> dict[str, 
     """Record what produced a result: the parameters given and the values derived from the logs.
 
     Example:
-        >>> p = parameters_used(open_case(":memory:"), "affected_requests", limit_tokens=681274)  # doctest: +SKIP
-        >>> p["given"]["limit_tokens"]                                                          # doctest: +SKIP
-        681274
+        >>> from forensics.sample import sample_case
+        >>> p = parameters_used(sample_case(), "affected_requests", limit_tokens=681274)
+        >>> p["given"]["limit_tokens"], p["derived"]["fleet_window"]["admission_limit"]
+        (681274, 681274)
     """
     c = as_case(case)
     q = load_query(func_name)

@@ -267,8 +267,11 @@ class Case:
         """Load gateway logs (files, directories or globs) into ``gateway_requests``.
 
         Example:
-            >>> case = open_case("case.duckdb")                          # doctest: +SKIP
-            >>> case.ingest_gateway("logs/cloudflare/", format="cloudflare-http")  # doctest: +SKIP
+            >>> from forensics.sample import sample_dir
+            >>> case = open_case(":memory:")
+            >>> _ = case.ingest_gateway(sample_dir() / "gateway" / "litellm", format="litellm")
+            >>> case.sql("SELECT layer, count(*) FROM gateway_requests GROUP BY layer").fetchall()
+            [('proxy', 1299)]
         """
         from forensics.sources.gateway import LOAD_RESERVE_BYTES, ingest_gateway
 
@@ -286,8 +289,11 @@ class Case:
         """Load SGLang engine and router logs into the engine tables.
 
         Example:
-            >>> case = open_case("case.duckdb")                          # doctest: +SKIP
-            >>> case.ingest_engine(["prefill-0=logs/p0/"], tz="Asia/Singapore")  # doctest: +SKIP
+            >>> from forensics.sample import sample_dir
+            >>> case = open_case(":memory:")
+            >>> _ = case.ingest_engine([f"prefill-0={sample_dir() / 'engine' / 'prefill-0'}"], tz="Asia/Singapore")
+            >>> case.sql("SELECT node, count(*) FROM engine_starts GROUP BY node").fetchall()
+            [('prefill-0', 3)]
         """
         from forensics.sources.engine import ingest_engine
 

@@ -76,8 +76,13 @@ def investigate(
     """Ingest gateway and engine logs, run every query, write tables, charts, report and lists.
 
     Example:
-        >>> investigate("out/case.duckdb", out_dir="out", gateway=["sample_data/gateway"],
-        ...             engine=["sample_data/engine"], engine_tz="Asia/Singapore")   # doctest: +SKIP
+        >>> import tempfile
+        >>> from forensics.sample import sample_dir
+        >>> out = tempfile.mkdtemp()
+        >>> inv = investigate(f"{out}/case.duckdb", out_dir=out, gateway=[sample_dir() / "gateway"],
+        ...                   engine=[sample_dir() / "engine"], engine_tz="Asia/Singapore")
+        >>> inv.counts["affected_requests"], inv.outputs["impact_report"].name
+        (35, 'impact_report.md')
     """
     case_path = Path(case_path)
     out = Path(out_dir)

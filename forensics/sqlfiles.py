@@ -56,9 +56,9 @@ class QueryFile:
     """A parsed query file.
 
     Example:
-        >>> q = load_query("pool_audit")                   # doctest: +SKIP
-        >>> [p.name for p in q.params]                      # doctest: +SKIP
-        ['limit_tokens', 'node']
+        >>> q = load_query("exposure_windows")
+        >>> [p.name for p in q.params]
+        ['node', 'start', 'end', 'limit_tokens']
     """
 
     name: str
@@ -95,7 +95,7 @@ def queries_dir() -> Traversable:
     """Where the query files are: the wheel's package data, else the checkout's ``queries/``.
 
     Example:
-        >>> queries_dir().joinpath("pool_audit.sql").is_file()   # doctest: +SKIP
+        >>> queries_dir().joinpath("pool_audit.sql").is_file()
         True
     """
     packaged = resources.files("forensics").joinpath("queries")
@@ -159,7 +159,10 @@ def run_query(
     """Run a query file with exactly its declared parameters (and those of its inputs) bound.
 
     Example:
-        >>> run_query(con, "pool_audit", {"limit_tokens": None, "node": None})  # doctest: +SKIP
+        >>> from forensics.sample import sample_case
+        >>> rel = run_query(sample_case().con, "pool_audit", {"node": "prefill-0"})
+        >>> [r[0] for r in rel.project("verdict").fetchall()]
+        ['ok', 'exposed', 'ok']
     """
     q = load_query(name)
     declared = set(q.all_param_names())

@@ -50,7 +50,9 @@ def probing_tenants(case: Case | str | os.PathLike[str], threshold: int = PROBE_
     best token count known for the request (decode, rejection line, gateway).
 
     Example:
-        >>> probing_tenants("case.duckdb")          # doctest: +SKIP
+        >>> from forensics.sample import sample_case
+        >>> probing_tenants(sample_case()).empty          # nobody probed in the sample incident
+        True
     """
     c = as_case(case)
     cols = ["tenant_id", "n_over_limit", "max_in_one_hour", "first_ts", "last_ts"]
@@ -557,8 +559,10 @@ def impact_report(
     """The impact report of a case as Markdown: window, threshold, responses, tenants, evidence.
 
     Example:
-        >>> text = impact_report("case.duckdb")                 # doctest: +SKIP
-        >>> open("impact_report.md", "w").write(text)            # doctest: +SKIP
+        >>> from forensics.sample import sample_case
+        >>> text = impact_report(sample_case())
+        >>> text.splitlines()[0], "**32 confirmed**, 3 suspected" in text
+        ('# Impact report', True)
     """
     return render_markdown(report_data(case, now=now, title=title, probe_threshold=probe_threshold,
                                        limit_tokens=limit_tokens, start=start, end=end))

@@ -18,15 +18,23 @@ Example:
 
 from __future__ import annotations
 
+import atexit
+import datetime as dt
+import shutil
+import tempfile
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forensics.sample._gen import GENERATOR_VERSION, Generator
+
+if TYPE_CHECKING:
+    from forensics.case import Case
 
 DEFAULT_REQUESTS = 10000
 DEFAULT_SEED = 20260909
 
-__all__ = ["DEFAULT_REQUESTS", "DEFAULT_SEED", "GENERATOR_VERSION", "generate"]
+__all__ = ["DEFAULT_REQUESTS", "DEFAULT_SEED", "GENERATOR_VERSION", "generate", "sample_case", "sample_dir"]
 
 
 def generate(out_dir: str | Path, *, requests: int = DEFAULT_REQUESTS, seed: int = DEFAULT_SEED) -> dict[str, Any]:
@@ -43,3 +51,53 @@ def generate(out_dir: str | Path, *, requests: int = DEFAULT_REQUESTS, seed: int
         ['decode-0', 'decode-1']
     """
     return Generator(out_dir, requests=requests, seed=seed).run()
+
+
+@cache
+def sample_dir() -> Path:
+    """The bundled sample incident's directory: ``sample_data/`` of a checkout, else a generated copy.
+
+    An installed wheel has no ``sample_data/``: the same files are then generated (bit for bit) into
+    a temporary directory, removed when the process ends.
+
+    Example:
+        >>> sorted(p.name for p in sample_dir().iterdir() if p.is_dir())
+        ['engine', 'gateway']
+    """
+    checkout = Path(__file__).resolve().parents[2] / "sample_data"
+    if (checkout / "truth.json").is_file():
+        return checkout
+    tmp = Path(tempfile.mkdtemp(prefix="forensics-sample-"))
+    atexit.register(shutil.rmtree, tmp, True)
+    generate(tmp)
+    return tmp
+
+
+@cache
+def _sample_case_path() -> Path:
+    from forensics.case import open_case
+
+    tmp = Path(tempfile.mkdtemp(prefix="forensics-sample-case-"))
+    atexit.register(shutil.rmtree, tmp, True)
+    path = tmp / "case.duckdb"
+    with open_case(path, now=dt.datetime(2026, 10, 1)) as case:
+        case.ingest_gateway(sample_dir() / "gateway")
+        case.ingest_engine(sample_dir() / "engine", tz="Asia/Singapore")
+    return path
+
+
+@cache
+def sample_case() -> Case:
+    """The bundled sample incident ingested into a temporary case, opened read-only (once per process).
+
+    What the docstring examples of the toolkit run on; also a quick way to try a query.
+
+    Example:
+        >>> import forensics
+        >>> case = sample_case()
+        >>> forensics.affected_requests(case).df().confidence.value_counts().to_dict()
+        {'confirmed': 32, 'suspected': 3}
+    """
+    from forensics.case import open_case
+
+    return open_case(_sample_case_path(), read_only=True)

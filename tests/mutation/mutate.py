@@ -238,10 +238,11 @@ def check(mutants: list[Mutant], root: Path = ROOT) -> list[str]:
 # -- running -------------------------------------------------------------------------------------
 
 
-def _sandbox(base: Path) -> Path:
+def _sandbox(base: Path, root: Path = ROOT) -> Path:
+    """A private copy of the sources under ``base`` (from ``root``: the snapshot taken at the start)."""
     box = Path(tempfile.mkdtemp(prefix="sandbox-", dir=base))
     for name in COPIED:
-        src = ROOT / name
+        src = root / name
         if src.is_dir():
             shutil.copytree(src, box / name, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
         elif src.exists():
@@ -279,7 +280,7 @@ def _pytest(box: Path, tests: list[str], env: dict[str, str], timeout: float) ->
     return "broken", res.stdout[-400:] + res.stderr[-400:], dt
 
 
-def _prebuilt(base: Path) -> Path:
+def _prebuilt(base: Path, snap: Path) -> Path:
     """The sample ingested once by the unmutated code (reused by mutants that leave the loaders alone)."""
     path = base / "sample.duckdb"
     code = (
@@ -290,12 +291,12 @@ def _prebuilt(base: Path) -> Path:
         "    c.ingest_gateway(s / 'gateway'); c.ingest_engine(s / 'engine', tz='Asia/Singapore')\n"
     )
     subprocess.run([sys.executable, "-c", code, str(path), str(ROOT / "sample_data")], check=True,
-                   capture_output=True)
+                   capture_output=True, cwd=snap, env=_env(snap, None))
     return path
 
 
 def run_one(m: Mutant, base: Path, prebuilt: Path, timeout: float) -> tuple[Mutant, str, str, float]:
-    box = _sandbox(base)
+    box = _sandbox(base, base / "snapshot")
     try:
         target = box / m.file
         target.write_text(m.apply(target.read_text(encoding="utf-8")), encoding="utf-8")
@@ -335,9 +336,12 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(tempfile.mkdtemp(prefix="forensics-mutate-"))
     try:
         t0 = time.monotonic()
-        prebuilt = _prebuilt(base)
+        # the sources as they are now: editing the checkout during the run changes nothing
+        snap = _sandbox(base)
+        snap.rename(base / "snapshot")
+        prebuilt = _prebuilt(base, base / "snapshot")
         # the unmutated code must pass the tests every mutant runs, or no kill means anything
-        box = _sandbox(base)
+        box = _sandbox(base, base / "snapshot")
         all_tests = sorted({t for m in mutants for t in m.tests})
         outcome, detail, secs = _pytest(box, all_tests, _env(box, prebuilt), args.timeout * 2)
         shutil.rmtree(box, ignore_errors=True)
