@@ -6,10 +6,47 @@ import re
 from typing import Any
 
 import pytest
+from casebuilder import LIMIT, POOL_GOOD, Fleet, Gateway, LastLine, Request, Start, build, limit_of
 from conftest import GoldenCheck
 
 from forensics.case import Case
 from forensics.outputs.report import impact_report, probing_tenants
+
+
+def _suspected_only() -> Any:
+    return build(Fleet(), Gateway("g", 10, 700_000, layer="proxy", tenant="S"))
+
+
+def test_report_headline_with_suspected_only() -> None:
+    rows = _summary(impact_report(_suspected_only()))
+    assert rows["Affected responses"].startswith("**0 confirmed**, 1 suspected (no engine evidence)")
+    assert rows["Tenants that received others' data"] == "**1**"
+
+
+def test_report_headline_counts_confirmed_and_suspected_apart() -> None:
+    case = build(Fleet(), Request("x", 10, 700_000, rejected=True), Gateway("g", 11, 700_000, layer="proxy"),
+                 Gateway("h", 12, 800_000, layer="proxy"))
+    rows = _summary(impact_report(case))
+    assert rows["Affected responses"].startswith("**1 confirmed**, 2 suspected (no engine evidence)")
+
+
+def test_report_counts_exposed_nodes_not_starts() -> None:
+    case = build(Start("p", 0), Start("p", 10, pool=900_000), Start("p", 20, pool=POOL_GOOD), LastLine("p", 30))
+    rows = _summary(impact_report(case))
+    assert rows["Exposed?"].startswith("**yes**: 1 node(s)")
+    assert rows["Threshold"].startswith(f"prompts of **{LIMIT:,}, {limit_of(900_000):,} tokens or more**")
+
+
+@pytest.mark.parametrize(("fixed_at", "still_open"), [(None, True), (200.0, False)])
+def test_report_says_when_the_window_is_still_open(fixed_at: float | None, still_open: bool) -> None:
+    rows = _summary(impact_report(build(Fleet(fixed_at=fixed_at))))
+    assert ("still open at the end of the logs" in rows["Exposure window"]) is still_open
+
+
+def test_report_is_not_over_while_a_long_prompt_gets_a_200_after_the_fix() -> None:
+    case = build(Fleet(), Request("x", 250, 700_000, rejected=True))  # placeholder again after the "fix"
+    rows = _summary(impact_report(case))
+    assert rows["Is it over?"].startswith("**no**")
 
 
 @pytest.mark.golden

@@ -146,16 +146,23 @@ CASES: list[tuple[str, list[Any], dict[str, str]]] = [
      [F, Request("x", 10, 700_000, rejected=True, header=False, layer="proxy", gateway_tokens=700_000, tenant="A"),
       Gateway("ray-other", 10, 3_000, sec=1.5, layer="proxy", tenant="B")],
      {"ray-x": "confirmed"}),
-    ("time match: a record with matching tokens beats a nearer one without a count",
+    ("time match: a record's chain with matching tokens beats a nearer other record without a count",
      [F, Request("x", 10, 700_000, rejected=True, header=False, layer="proxy", gateway_tokens=700_000, tenant="A"),
       Gateway("ray-other", 10, None, sec=1.5, tenant="B")],
+     {"ray-x": "confirmed"}),
+    ("time match: a record goes to the chain with matching tokens, not a nearer one without a count",
+     [F, Request("x", 10, 700_000, rejected=True, header=False, layer="proxy", gateway_tokens=700_000, tenant="A"),
+      EngineLine("decode-1", "received", "d-c", 10, sec=0.3, bootstrap_host="10.0.2.12", bootstrap_room=99)],
      {"ray-x": "confirmed"}),
     ("time match: gateway tokens within 1 % of the engine's still match",
      [F, Request("x", 10, 706_000, rejected=True, header=False, layer="proxy", gateway_tokens=700_000)],
      {"ray-x": "confirmed"}),
-    ("time match: a record 40 s away is not the request's",
-     [F, Request("x", 10, 700_000, rejected=True, header=False, status=None), Gateway("ray-far", 10, sec=-39)],
+    ("time match: a record 31 s away is not the request's",
+     [F, Request("x", 10, 700_000, rejected=True, header=False, status=None), Gateway("ray-far", 10, sec=-30)],
      {"d-x": "confirmed"}),
+    ("time match: a record 30 s away can be the request's",
+     [F, Request("x", 10, 700_000, rejected=True, header=False, status=None), Gateway("ray-near", 10, sec=-29)],
+     {"ray-near": "confirmed"}),
     # -- health checks are never requests ---------------------------------------------------------
     ("unified-mode health check never takes the leak's gateway record",
      _unified_leak_and_health_check(), {"ray-u": "confirmed"}),
@@ -170,6 +177,12 @@ CASES: list[tuple[str, list[Any], dict[str, str]]] = [
 @pytest.mark.parametrize(("guards", "rows", "expected"), CASES, ids=[c[0] for c in CASES])
 def test_which_requests(guards: str, rows: list[Any], expected: dict[str, str]) -> None:
     assert answer(build(*rows)) == expected
+
+
+def test_a_given_limit_does_not_make_requests_outside_the_window_suspects() -> None:
+    """--limit-tokens alone changes the limit, not the window: after the fix nothing is suspected."""
+    case = build(F, Gateway("in", 10, 600_000, layer="proxy"), Gateway("after", 250, 600_000, layer="proxy"))
+    assert answer(case, limit_tokens=500_000) == {"in": "suspected"}
 
 
 def test_the_limit_of_a_suspect_is_the_smallest_exposed_one() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from casebuilder import Fleet, Gateway, Request, build, recipients
 from conftest import LIMIT_BAD, GoldenCheck, Synth, fleet, t
 
 import forensics
@@ -35,6 +36,36 @@ COLUMNS = ["tenant_id", "notice_type", "n_responses_received", "n_confirmed", "n
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "forensics", *args], capture_output=True, text=True)
+
+
+# -- the suspected path, on synthetic cases ---------------------------------------------------------
+
+
+def _suspected_only() -> Any:
+    return build(Fleet(), Gateway("g", 10, 700_000, layer="proxy", tenant="S"))
+
+
+def test_suspected_only_tenant_is_notified_as_recipient() -> None:
+    df = forensics.notifications(_suspected_only()).df()
+    assert df[["tenant_id", "notice_type", "n_responses_received", "n_confirmed", "n_suspected"]].to_dict(
+        "records") == [{"tenant_id": "S", "notice_type": "received-other-data", "n_responses_received": 1,
+                        "n_confirmed": 0, "n_suspected": 1}]
+
+
+def test_recipient_counts_add_confirmed_and_suspected() -> None:
+    case = build(Fleet(), Request("x", 10, 700_000, rejected=True, tenant="A"),
+                 Gateway("g", 11, 700_000, layer="proxy", tenant="A"))
+    assert recipients(case) == {"A": (1, 1)}
+    row = forensics.notifications(case).df().iloc[0]
+    assert (row.n_responses_received, row.n_confirmed, row.n_suspected) == (2, 1, 1)
+
+
+def test_a_same_tenant_source_is_not_a_source_notification() -> None:
+    case = build(Fleet(), Request("s", 10, 3_000, sec=-60, tenant="A"), Request("t", 10, 3_000, sec=-50, tenant="B"),
+                 Request("x", 10, 700_000, rejected=True, tenant="A"))
+    df = forensics.notifications(case).df().set_index("tenant_id")
+    assert df.notice_type.to_dict() == {"A": "received-other-data", "B": "data-possibly-exposed"}
+    assert df.loc["B", "exposed_request_ids"] == "ray-t"
 
 
 @pytest.mark.golden
