@@ -49,6 +49,16 @@ def test_report_is_not_over_while_a_long_prompt_gets_a_200_after_the_fix() -> No
     assert rows["Is it over?"].startswith("**no**")
 
 
+def test_report_sources_are_other_tenants_only() -> None:
+    """A source of the recipient's own tenant is not another tenant's exposed data."""
+    same = build(Fleet(), Request("s", 10, 3_000, sec=-60, tenant="A"), Request("x", 10, 700_000, rejected=True,
+                                                                                tenant="A"))
+    assert _summary(impact_report(same))["Tenants whose data may have been exposed"].startswith("0 (0 source requests")
+    other = build(Fleet(), Request("s", 10, 3_000, sec=-60, tenant="B"), Request("x", 10, 700_000, rejected=True,
+                                                                                 tenant="A"))
+    assert _summary(impact_report(other))["Tenants whose data may have been exposed"].startswith("1 (1 source requests")
+
+
 @pytest.mark.golden
 def test_impact_report_matches_golden(sample_case: Case, golden: GoldenCheck) -> None:
     golden("impact_report.md", impact_report(sample_case))
