@@ -30,7 +30,6 @@ from casebuilder import (
 )
 
 import forensics
-from forensics.outputs.notifications import notifications
 
 POOL_2 = 900_000
 LIMIT_2 = limit_of(POOL_2)  # 899,994
@@ -200,7 +199,7 @@ def test_the_wrong_tenant_is_never_notified_by_a_time_match() -> None:
     case = build(F, Request("x", 10, 700_000, rejected=True, header=False, layer="proxy", gateway_tokens=700_000,
                             tenant="A"),
                  Gateway("ray-other", 10, 3_000, sec=1.5, layer="proxy", tenant="B"))
-    assert set(notifications(case).tenant_id) == {"A"}
+    assert set(forensics.notifications(case).df().tenant_id) == {"A"}
 
 
 # -- filters and parameters ------------------------------------------------------------------------
