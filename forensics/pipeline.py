@@ -81,7 +81,7 @@ def investigate(
         >>> out = tempfile.mkdtemp()
         >>> inv = investigate(f"{out}/case.duckdb", out_dir=out, gateway=[sample_dir() / "gateway"],
         ...                   engine=[sample_dir() / "engine"], engine_tz="Asia/Singapore")
-        >>> inv.counts["affected_requests"], inv.outputs["impact_report"].name
+        >>> inv.counts["affected_requests"], inv.outputs["impact_report_md"].name
         (35, 'impact_report.md')
     """
     case_path = Path(case_path)
