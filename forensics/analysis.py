@@ -23,7 +23,7 @@ import duckdb
 from forensics import __version__
 from forensics.case import Case, as_case
 from forensics.errors import CaseError, ParameterError
-from forensics.sqlfiles import load_query, run_query
+from forensics.sqlfiles import load_query
 
 CaseLike = Case | str | os.PathLike[str]
 
@@ -51,11 +51,11 @@ __all__ = [
 
 def _run(case: CaseLike, name: str, **params: Any) -> duckdb.DuckDBPyRelation:
     c = as_case(case)
-    return run_query(c.con, name, params)
+    return c.run_query(name, params)
 
 
 def _count(c: Case, sql: str) -> int:
-    rows = c.con.sql(sql).fetchall()
+    rows = c.sql(sql).fetchall()
     return int(rows[0][0]) if rows and rows[0][0] is not None else 0
 
 
@@ -371,7 +371,7 @@ def parameters_used(case: CaseLike, func_name: str, **kwargs: Any) -> dict[str, 
     c = as_case(case)
     q = load_query(func_name)
     given = {name: _iso(kwargs.get(name)) for name in q.all_param_names()}
-    starts = c.con.execute(_DERIVED_SQL).fetchall()
+    starts = c.sql(_DERIVED_SQL).fetchall()
     limits: dict[str, list[int]] = {}
     windows: list[dict[str, Any]] = []
     for node, seq, role, ts_start, next_start, ctx, pool, lim, exposed in starts:

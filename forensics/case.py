@@ -199,6 +199,21 @@ class Case:
             return self.con.sql(query)
         return self.con.sql(query, params=params)
 
+    def run_query(self, name: str, params: dict[str, Any]) -> duckdb.DuckDBPyRelation:
+        """Run ``queries/<name>.sql`` with exactly its parameters (see :func:`forensics.sqlfiles.run_query`).
+
+        The analysis functions run their queries through this method and :meth:`sql`, never
+        through ``con``: a case on another engine (``open_case(..., backend="spark")``) answers
+        the same calls.
+
+        Example:
+            >>> Case(":memory:").run_query("pool_audit", {"node": None}).fetchall()
+            []
+        """
+        from forensics.sqlfiles import run_query
+
+        return run_query(self.con, name, params)
+
     def tables(self) -> list[str]:
         """Names of the case's tables and views, sorted."""
         rows = self.con.execute(
@@ -300,6 +315,11 @@ class Case:
         return ingest_engine(self, paths, tz=tz, quiet=quiet, **options)
 
 
+#: Engines a case can be opened on: ``duckdb`` (the case database file) or ``spark`` (a Parquet
+#: case directory, queried by Spark SQL: ``pip install 'forensics[spark]'``).
+BACKENDS = ("duckdb", "spark")
+
+
 def open_case(
     path: str | os.PathLike[str],
     *,
@@ -308,14 +328,27 @@ def open_case(
     query_memory_limit: str = DEFAULT_QUERY_MEMORY_LIMIT,
     threads: int | None = None,
     now: dt.datetime | None = None,
+    backend: str = "duckdb",
+    spark_master: str | None = None,
 ) -> Case:
-    """Open (or create) a case database.
+    """Open (or create) a case database; ``backend="spark"`` opens a Parquet case on Spark.
 
     Example:
         >>> case = open_case(":memory:")
         >>> "evidence_files" in case.tables()
         True
+        >>> open_case("case/", backend="sqlite")
+        Traceback (most recent call last):
+        ...
+        forensics.errors.CaseError: unknown backend 'sqlite' (use duckdb or spark)
     """
+    if backend not in BACKENDS:
+        raise CaseError(f"unknown backend {backend!r}", hint=f"use {' or '.join(BACKENDS)}")
+    if backend == "spark":
+        # the Spark backend's public entry point; pyspark is imported only on this path
+        from forensics.spark import open_case as open_spark_case
+
+        return open_spark_case(path, master=spark_master, now=now)
     return Case(path, read_only=read_only, memory_limit=memory_limit, query_memory_limit=query_memory_limit,
                 threads=threads, now=now)
 

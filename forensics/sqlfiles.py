@@ -111,9 +111,10 @@ def queries_dir() -> Traversable:
 
 
 def query_names() -> list[str]:
-    """Names of all query files, sorted."""
+    """Names of all query files, sorted (an engine's own form, ``<name>.spark.sql``, is not a query)."""
     return sorted(
-        p.name[: -len(".sql")] for p in queries_dir().iterdir() if p.name.endswith(".sql")
+        p.name[: -len(".sql")] for p in queries_dir().iterdir()
+        if p.name.endswith(".sql") and "." not in p.name[: -len(".sql")]
     )
 
 
