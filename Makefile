@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=python3.11)")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -qq --upgrade pip
-	$(BIN)/python -m pip install -qq -e '.[dev]'
+	$(BIN)/python -m pip install -qq -e '.[dev,spark]'
 	@touch $(STAMP)
 
 setup: $(STAMP)
@@ -55,6 +55,7 @@ lab: $(STAMP)
 ## bench: the benchmark suite (slow; not part of make test)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks --runs 3 --profile --snapshot --out benchmarks/RESULTS.md
+	$(BIN)/python -m benchmarks.bench_spark --requests 100000 --master 'local[2]' --out benchmarks/SPARK_RESULTS.md
 
 clean:
 	rm -rf $(VENV) $(DEMO) dist build .pytest_cache .mypy_cache .ruff_cache
