@@ -1,0 +1,572 @@
+"""The Spark ingest: the toolkit's own loaders, run in parallel on the executors, into a Parquet case.
+
+Nothing is parsed twice or differently: each Spark task receives the bytes of a few evidence files
+(Spark's ``binaryFile`` source, so any path the session can read: local, ``s3a://``, ``gs://``,
+``abfs://``, ``hdfs://``), writes them to its local disk under their own names, and runs the local
+loaders on them (``Case.ingest_gateway`` / ``Case.ingest_engine``, the same calls as
+``forensics ingest CASE.duckdb``) into a DuckDB case of its own. Its tables come back as Arrow
+batches. The SGLang request tokeniser is never translated to a JVM regex (Java's backtracking
+engine overflows its stack on a prompt of a few thousand characters).
+
+The passes that need the whole case then run once over it, on Spark:
+
+* **file ids and repeated files**: ids follow the order of a local ingest (gateway files, then
+  engine files, each in the loaders' own order); a file whose bytes (sha256) were already read
+  earlier in the same ingest is skipped, as locally, and gets no id;
+* **gateway duplicates**: the delivery-retry rule of the gateway loader (same layer, request_id,
+  ts_start, ts_end; the first by file and line stays the original) over all gateway rows; the
+  files' ``rows_loaded`` / ``rows_duplicate`` follow;
+* **engine starts**: ``engine_starts`` rebuilt per node by the engine loader's own
+  ``rebuild_starts`` from the node's startup facts and batch lines of every file.
+
+Line numbers and sha256 are those of the local loaders on the same bytes.
+
+Example:
+    >>> ingest("case_parquet/", gateway=["s3a://evidence/gateway/"],
+    ...        engine=["s3a://evidence/sglang/"], engine_tz="Asia/Singapore")   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import os
+import pickle
+import posixpath
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from forensics.case import open_case
+from forensics.errors import CaseError, ForensicsError, InputError, ParameterError
+from forensics.sources.summary import IngestSummary
+from forensics.spark.case import is_remote, local_path
+from forensics.spark.parquet_case import MANIFEST, Manifest, TablePart, case_tables
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: the envelope every parse task returns: one row per Arrow batch of one table (IPC stream bytes)
+_ENVELOPE = "table STRING, batch BINARY"
+_SUMMARY = "_summary"
+_ERROR = "_error"
+
+#: rows per Arrow batch handed back by a parse task
+_ROWS_PER_BATCH = 128 * 1024
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    """One evidence file of a Spark ingest.
+
+    ``order`` is its place in a local ingest (1-based; gateway files first); ``uri`` is what Spark
+    reads; ``recorded`` is the path ``evidence_files`` records (a local file's resolved path, as the
+    local loaders record it, or the URI).
+    """
+
+    order: int
+    uri: str
+    recorded: str
+    kind: str
+    node: str | None = None
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.recorded.rstrip("/")) or f"file{self.order}"
+
+
+@dataclass
+class IngestOptions:
+    """What every parse task needs besides the bytes (pickled to the executors)."""
+
+    gateway_format: str = "auto"
+    gateway_tz: str = "UTC"
+    gateway_options: dict[str, Any] = field(default_factory=dict)
+    engine_tz: str = "UTC"
+    now: dt.datetime | None = None
+
+
+# -- resolving the inputs ---------------------------------------------------------------------
+
+
+def _hadoop(spark: SparkSession) -> tuple[Any, Any]:
+    jvm: Any = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    return jvm, conf
+
+
+def _remote_listing(spark: SparkSession, uri: str) -> tuple[str, list[str]]:
+    """List a remote file, directory (recursive) or glob: ``(root URI, file paths relative to it)``."""
+    jvm, conf = _hadoop(spark)
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    fs = path.getFileSystem(conf)
+    if any(ch in uri for ch in "*?["):
+        matches = fs.globStatus(path) or []
+        root = uri[: uri.rfind("/", 0, min(i for i in (uri.find(c) for c in "*?[") if i >= 0)) + 1]
+        files = []
+        for st in matches:
+            if st.isFile():
+                files.append(str(st.getPath().toString()))
+            else:
+                it = fs.listFiles(st.getPath(), True)
+                while it.hasNext():
+                    files.append(str(it.next().getPath().toString()))
+        return root, [_relative(root, f) for f in files]
+    if not fs.exists(path):
+        raise InputError(f"{uri}: no such file or directory", hint="check the path and the session's credentials")
+    status = fs.getFileStatus(path)
+    if status.isFile():
+        full = str(status.getPath().toString())
+        root = full[: full.rfind("/") + 1]
+        return root, [full[len(root):]]
+    root = str(status.getPath().toString()).rstrip("/") + "/"
+    files = []
+    it = fs.listFiles(path, True)
+    while it.hasNext():
+        files.append(_relative(root, str(it.next().getPath().toString())))
+    return root, files
+
+
+def _relative(root: str, full: str) -> str:
+    if full.startswith(root):
+        return full[len(root):]
+    # the file system may qualify the URI differently (s3a://b/x vs s3a://b/x/): match on the path
+    tail = root.split("://", 1)[-1]
+    i = full.find(tail)
+    return full[i + len(tail):] if i >= 0 else posixpath.basename(full)
+
+
+def _split_node(item: str) -> tuple[str | None, str]:
+    """``NODE=PATH`` -> (NODE, PATH); a URI's own ``=`` (``s3a://b/date=1/``) is not a node name."""
+    if "=" in item:
+        node, rest = item.split("=", 1)
+        if node and not any(c in node for c in "/:\\"):
+            return node.strip(), rest
+    return None, item
+
+
+def plan_files(spark: SparkSession | None, gateway: Sequence[str], engine: Sequence[str],
+               scratch: Path) -> list[PlannedFile]:
+    """The files of an ingest in the order a local ingest reads them, with their nodes.
+
+    Local paths go through the loaders' own resolution (``expand_paths``, ``resolve_sources``).
+    A remote path is listed through Spark's file systems and mirrored as empty files under
+    ``scratch`` with the same names, so the same resolution (hidden files, rotation order, node
+    per sub-directory, ``NODE=``) applies to it unchanged.
+
+    Example:
+        >>> [(f.kind, f.node, f.name) for f in plan_files(None, [], ["prefill-0=tests/fixtures/engine/v0_5_6/prefill.log"],
+        ...                                              Path("/tmp"))]   # doctest: +SKIP
+        [('engine', 'prefill-0', 'prefill.log')]
+    """
+    from forensics.sources.engine import resolve_sources
+    from forensics.sources.files import expand_paths
+
+    mirrors: dict[str, str] = {}  # placeholder resolved path -> remote URI
+
+    def mirror(uri: str) -> str:
+        if spark is None:
+            raise ParameterError(f"{uri}: a remote path needs a Spark session")
+        root, rels = _remote_listing(spark, uri)
+        if not rels:
+            raise InputError(f"{uri}: no files found", hint="check the path")
+        base = scratch / f"r{len(mirrors)}"
+        for rel in rels:
+            p = base / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.touch()
+            mirrors[str(p.resolve())] = root + rel
+        if uri.rstrip("/").endswith(rels[0]) and len(rels) == 1:  # a single file
+            return str(base / rels[0])
+        return str(base)
+
+    out: list[PlannedFile] = []
+    if gateway:
+        items = [mirror(g) if is_remote(g) else local_path(g) if g.startswith("file://") else g for g in gateway]
+        for p in expand_paths(items):
+            resolved = str(p.resolve())
+            uri = mirrors.get(resolved)
+            out.append(PlannedFile(len(out) + 1, uri or _file_uri(resolved), uri or resolved, "gateway"))
+    if engine:
+        items = []
+        for e in engine:
+            node, raw = _split_node(e)
+            path = mirror(raw) if is_remote(raw) else local_path(raw) if raw.startswith("file://") else raw
+            items.append(f"{node}={path}" if node else path)
+        for src in resolve_sources(items):
+            resolved = str(src.path.resolve())
+            uri = mirrors.get(resolved)
+            out.append(PlannedFile(len(out) + 1, uri or _file_uri(resolved), uri or resolved, "engine", src.node))
+    return out
+
+
+def _file_uri(path: str) -> str:
+    return Path(path).as_uri()
+
+
+def _key(uri: str) -> str:
+    """A path as Spark's binaryFile reports it and as planned compare equal (``file:/x`` ~ ``file:///x``)."""
+    text = re.sub(r"^file:/+", "/", uri)
+    from urllib.parse import unquote
+
+    return unquote(text)
+
+
+# -- the parse tasks (run on the executors) ------------------------------------------------------
+
+
+def _envelope(table: str, batch: pa.RecordBatch | pa.Table | None, payload: bytes | None = None) -> pa.RecordBatch:
+    if payload is None:
+        sink = io.BytesIO()
+        assert batch is not None
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write(batch)
+        payload = sink.getvalue()
+    return pa.RecordBatch.from_arrays([pa.array([table]), pa.array([payload], pa.binary())],
+                                      names=["table", "batch"])
+
+
+def parse_files(files: list[tuple[PlannedFile, Path]], opts: IngestOptions, workdir: Path) -> Iterator[pa.RecordBatch]:
+    """Run the local loaders on files already on this machine; yield the case's tables as envelopes.
+
+    Every ``file_id`` column holds the file's ``order`` (its place in the whole ingest), every
+    ``evidence_files.path`` the path recorded for it.
+    """
+    by_local = {str(p.resolve()): pf for pf, p in files}
+    case = open_case(workdir / "case.duckdb", now=opts.now)
+    try:
+        gateway = [str(p) for pf, p in sorted(files, key=lambda x: x[0].order) if pf.kind == "gateway"]
+        engine = [f"{pf.node}={p}" for pf, p in sorted(files, key=lambda x: x[0].order) if pf.kind == "engine"]
+        summary = IngestSummary()
+        try:
+            if gateway:
+                summary.extend(case.ingest_gateway(gateway, format=opts.gateway_format, tz=opts.gateway_tz,
+                                                   **opts.gateway_options))
+            if engine:
+                summary.extend(case.ingest_engine(engine, tz=opts.engine_tz))
+        except ForensicsError as exc:
+            text = str(exc)
+            for local, pf in by_local.items():
+                text = text.replace(local, pf.recorded)
+            for pf, p in files:
+                text = text.replace(str(p), pf.recorded)
+            yield _envelope(_ERROR, None, pickle.dumps((type(exc).__name__, text)))
+            return
+        ids = dict(case.con.execute("SELECT path, file_id FROM evidence_files").fetchall())
+        order = {int(fid): by_local[path].order for path, fid in ids.items()}
+        recorded = {path: by_local[path].recorded for path in ids}
+        for fs in summary.files:
+            if fs.skipped is not None:
+                fs.skipped = re.sub(r"file_id (\d+)", lambda m: f"file_id {order.get(int(m.group(1)), m.group(1))}",
+                                    fs.skipped)
+            found = by_local.get(str(Path(fs.path).resolve()))
+            if found is not None:
+                fs.path = found.recorded
+            if fs.file_id is not None:
+                fs.file_id = order.get(int(fs.file_id), fs.file_id)
+        yield _envelope(_SUMMARY, None, pickle.dumps(summary))
+        for table in case_tables(case):
+            reader = case.con.sql(f'SELECT * FROM "{table}"').to_arrow_reader(_ROWS_PER_BATCH)
+            sent = False
+            for rb in reader:
+                sent = True
+                yield _envelope(table, _remap(table, rb, order, recorded))
+            if not sent:  # the schema travels even when the table is empty
+                yield _envelope(table, pa.RecordBatch.from_pylist([], schema=reader.schema))
+    finally:
+        case.close()
+
+
+def _remap(table: str, rb: pa.RecordBatch, order: dict[int, int], recorded: dict[str, str]) -> pa.RecordBatch:
+    cols = []
+    for name, col in zip(rb.schema.names, rb.columns, strict=True):
+        if name == "file_id" or name.endswith("_file_id"):
+            values = [None if v is None else order.get(int(v), v) for v in col.to_pylist()]
+            col = pa.array(values, type=col.type)
+        elif table == "evidence_files" and name == "path":
+            col = pa.array([None if v is None else recorded.get(v, v) for v in col.to_pylist()], type=col.type)
+        cols.append(col)
+    return pa.RecordBatch.from_arrays(cols, schema=rb.schema)
+
+
+def _parse_partition(plan: dict[str, PlannedFile], opts: IngestOptions) -> Any:
+    """The ``mapInArrow`` function: bytes of some files in, envelopes of their case tables out."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        scratch = tempfile.mkdtemp(prefix="forensics-spark-")
+        try:
+            files: list[tuple[PlannedFile, Path]] = []
+            for b in batches:
+                paths = b.column("path").to_pylist()
+                for i, path in enumerate(paths):
+                    pf = plan[_key(path)]
+                    target = Path(scratch) / str(pf.order) / pf.name
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(b.column("content")[i].as_py())
+                    files.append((pf, target))
+            if files:
+                yield from parse_files(files, opts, Path(scratch))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    return run
+
+
+# -- the whole ingest ------------------------------------------------------------------------------
+
+
+@dataclass
+class SparkIngest:
+    """What :func:`ingest` did: the summary (as a local ingest's) and the manifest written."""
+
+    summary: IngestSummary
+    manifest: Manifest
+    case_dir: str
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def ingest(
+    case_dir: str | os.PathLike[str],
+    *,
+    gateway: Sequence[str] = (),
+    engine: Sequence[str] = (),
+    gateway_format: str = "auto",
+    gateway_tz: str = "UTC",
+    engine_tz: str = "UTC",
+    master: str | None = None,
+    spark: SparkSession | None = None,
+    replace: bool = False,
+    now: dt.datetime | None = None,
+    **gateway_options: Any,
+) -> SparkIngest:
+    """Load gateway and engine logs into a new Parquet case, parsing on the Spark executors.
+
+    ``case_dir`` must not hold a case yet (``replace=True`` writes a new one over it). Paths may
+    be local or anything the session's Hadoop file systems read (``s3a://``, ``gs://``, ...).
+    """
+    from forensics.spark.session import session
+
+    if not gateway and not engine:
+        raise ParameterError("nothing to ingest", hint="pass --gateway PATH and/or --engine PATH")
+    t0 = time.perf_counter()
+    target = local_path(os.fspath(case_dir))
+    spark = spark or session(master)
+    store = _Store(spark, target)
+    if store.exists(MANIFEST) and not replace:
+        raise CaseError("the Parquet case already exists", where=target,
+                        hint="ingest into a new directory, or pass --replace to write a new case over it")
+    opts = IngestOptions(gateway_format, gateway_tz, dict(gateway_options), engine_tz,
+                         now or dt.datetime.now(dt.UTC).replace(tzinfo=None))
+    timings: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="forensics-plan-") as scratch:
+        files = plan_files(spark, list(gateway), list(engine), Path(scratch))
+    timings["plan"] = time.perf_counter() - t0
+    envelopes = _parse(spark, files, opts)
+    try:
+        timings["parse"] = time.perf_counter() - t0 - timings["plan"]
+        summary, schemas = _collect_summary(envelopes)
+        manifest = _write_case(spark, store, envelopes, files, schemas, summary, opts)
+    finally:
+        envelopes.unpersist()
+    summary.elapsed_s = time.perf_counter() - t0
+    timings["total"] = summary.elapsed_s
+    manifest.history.append({"write": "ingest", "backend": "spark", "master": spark.sparkContext.master,
+                             "gateway": list(gateway), "engine": list(engine), "gateway_format": gateway_format,
+                             "gateway_tz": gateway_tz, "engine_tz": engine_tz})
+    store.write_manifest(manifest)
+    return SparkIngest(summary, manifest, target, timings)
+
+
+def _parse(spark: SparkSession, files: list[PlannedFile], opts: IngestOptions) -> DataFrame:
+    from pyspark import StorageLevel
+
+    plan = {_key(f.uri): f for f in files}
+    # one file's bytes per Arrow batch into the parse tasks: a task holds one file in memory
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1")
+    raw = spark.read.format("binaryFile").load([f.uri for f in files])
+    parsed = raw.select("path", "content").mapInArrow(_parse_partition(plan, opts), _ENVELOPE)
+    parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
+    parsed.count()  # run the parse once; every table below reads the persisted envelopes
+    spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    return parsed
+
+
+def _decode_rows(rows: Iterable[Any]) -> Iterator[pa.RecordBatch]:
+    for r in rows:
+        with pa.ipc.open_stream(r["batch"]) as reader:
+            yield from reader
+
+
+def _collect_summary(envelopes: DataFrame) -> tuple[IngestSummary, dict[str, pa.Schema]]:
+    """Errors, the tasks' summaries and each table's schema (one small batch per table)."""
+    from pyspark.sql import functions as F
+
+    errors = envelopes.filter(F.col("table") == _ERROR).collect()
+    if errors:
+        name, text = pickle.loads(errors[0]["batch"])
+        import forensics.errors as errs
+
+        cls = getattr(errs, name, ForensicsError)
+        raise (cls if isinstance(cls, type) and issubclass(cls, ForensicsError) else ForensicsError)(text)
+    summary = IngestSummary()
+    for r in envelopes.filter(F.col("table") == _SUMMARY).collect():
+        part: IngestSummary = pickle.loads(r["batch"])
+        summary.files.extend(part.files)
+        for k, v in part.notes.items():
+            _merge_note(summary.notes, k, v)
+    firsts = envelopes.filter(~F.col("table").isin(_ERROR, _SUMMARY)).groupBy("table").agg(
+        F.first("batch").alias("batch")).collect()
+    schemas = {}
+    for r in firsts:
+        with pa.ipc.open_stream(r["batch"]) as reader:
+            schemas[str(r["table"])] = reader.schema
+    return summary, schemas
+
+
+def _merge_note(notes: dict[str, Any], key: str, value: Any) -> None:
+    if key not in notes:
+        notes[key] = value
+    elif isinstance(value, dict) and isinstance(notes[key], dict):
+        for k, v in value.items():
+            notes[key][k] = notes[key].get(k, 0) + v if isinstance(v, int) else v
+        notes[key] = dict(sorted(notes[key].items(), key=lambda kv: -kv[1] if isinstance(kv[1], int) else 0))
+    elif isinstance(value, list) and isinstance(notes[key], list):
+        notes[key] = (notes[key] + value)[:5]
+    elif isinstance(value, int) and isinstance(notes[key], int):
+        notes[key] += value
+
+
+class _Store:
+    """Where the case goes: a local directory or a Hadoop file system URI."""
+
+    def __init__(self, spark: SparkSession, root: str) -> None:
+        self.spark = spark
+        self.root = root.rstrip("/")
+        self.remote = is_remote(root)
+
+    def uri(self, rel: str) -> str:
+        return f"{self.root}/{rel}" if self.remote else Path(self.root, rel).as_uri()
+
+    def exists(self, rel: str) -> bool:
+        if not self.remote:
+            return Path(self.root, rel).exists()
+        jvm, conf = _hadoop(self.spark)
+        p = jvm.org.apache.hadoop.fs.Path(f"{self.root}/{rel}")
+        return bool(p.getFileSystem(conf).exists(p))
+
+    def write_manifest(self, manifest: Manifest) -> None:
+        if not self.remote:
+            from forensics.spark.parquet_case import write_manifest_local
+
+            Path(self.root).mkdir(parents=True, exist_ok=True)
+            write_manifest_local(Path(self.root), manifest)
+            return
+        jvm, conf = _hadoop(self.spark)
+        p = jvm.org.apache.hadoop.fs.Path(f"{self.root}/{MANIFEST}")
+        out = p.getFileSystem(conf).create(p, True)  # one PUT on object stores: atomic
+        try:
+            out.write(bytearray(manifest.to_json().encode("utf-8")))
+        finally:
+            out.close()
+
+
+def _write_case(spark: SparkSession, store: _Store, envelopes: DataFrame, files: list[PlannedFile],
+                schemas: dict[str, pa.Schema], summary: IngestSummary, opts: IngestOptions) -> Manifest:
+    """Decode each table, run the whole-case passes, write the Parquet tables; the manifest to write."""
+    from pyspark.sql import functions as F
+
+    from forensics.spark.passes import (
+        final_file_ids,
+        flag_gateway_duplicates,
+        rebuild_engine_starts,
+    )
+
+    part = f"ingest-{dt.datetime.now(dt.UTC).strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    evidence = _table(spark, envelopes, "evidence_files", schemas)
+    id_map, skipped = final_file_ids(evidence.toArrow(), files)
+    for fs in summary.files:
+        if fs.file_id is not None and int(fs.file_id) in skipped:
+            first = skipped[int(fs.file_id)]
+            fs.skipped, fs.file_id = f"same bytes as file_id {first} of this ingest", None
+            fs.lines_read = fs.rows_loaded = fs.rows_rejected = fs.rows_duplicate = 0
+        elif fs.file_id is not None:
+            fs.file_id = id_map.get(int(fs.file_id))
+    order = {f.recorded: f.order for f in files}
+    summary.files.sort(key=lambda f: order.get(f.path, 0))
+    tables: dict[str, DataFrame] = {}
+    for name in schemas:
+        tables[name] = _remap_ids(_table(spark, envelopes, name, schemas), id_map)
+    if "schema_info" in tables:
+        tables["schema_info"] = tables["schema_info"].dropDuplicates(["key"])
+    gw = tables.get("gateway_requests")
+    if gw is not None:
+        tables["gateway_requests"], dup_counts = flag_gateway_duplicates(gw)
+    else:
+        dup_counts = {}
+    if "engine_startup_facts" in tables and "engine_starts" in tables:
+        tables["engine_starts"] = rebuild_engine_starts(spark, tables["engine_startup_facts"],
+                                                        tables.get("engine_batches"), schemas["engine_starts"], opts)
+    ev = tables["evidence_files"]
+    if dup_counts:
+        fix = spark.createDataFrame(
+            [(int(k), int(v[0]), int(v[1])) for k, v in dup_counts.items()],
+            "fid INT, dup_local BIGINT, dup_global BIGINT")
+        ev = (ev.join(fix, ev.file_id == fix.fid, "left")
+              .withColumn("rows_loaded", F.col("rows_loaded") + F.coalesce(F.col("dup_local"), F.lit(0))
+                          - F.coalesce(F.col("dup_global"), F.lit(0)))
+              .withColumn("rows_duplicate", F.coalesce(F.col("dup_global"), F.col("rows_duplicate")))
+              .select(*tables["evidence_files"].columns))
+        for fs in summary.files:
+            if fs.file_id is not None and int(fs.file_id) in dup_counts:
+                local, glob = dup_counts[int(fs.file_id)]
+                fs.rows_loaded += local - glob
+                fs.rows_duplicate = glob
+    tables["evidence_files"] = ev
+    manifest = Manifest()
+    for name, df in sorted(tables.items()):
+        ordered = df.orderBy(*[c for c in ("file_id", "line_no", "node", "start_seq", "key") if c in df.columns])
+        ordered.write.mode("overwrite").parquet(store.uri(f"{name}/{part}"))
+        manifest.tables[name] = TablePart([part], int(spark.read.parquet(store.uri(f"{name}/{part}")).count()))
+    return manifest
+
+
+def _table(spark: SparkSession, envelopes: DataFrame, name: str, schemas: dict[str, pa.Schema]) -> DataFrame:
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema = schemas[name]
+
+    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            for payload in b.column("batch").to_pylist():
+                with pa.ipc.open_stream(payload) as reader:
+                    for rb in reader:
+                        yield rb.cast(schema) if rb.schema != schema else rb
+
+    spark_schema = from_arrow_schema(schema)
+    return envelopes.filter(F.col("table") == name).select("batch").mapInArrow(decode, spark_schema)
+
+
+def _remap_ids(df: DataFrame, id_map: dict[int, int]) -> DataFrame:
+    """Provisional ids (a file's place in the ingest) to final ids; rows of skipped files dropped."""
+    from pyspark.sql import functions as F
+
+    cols = [c for c in df.columns if c == "file_id" or c.endswith("_file_id")]
+    if not cols:
+        return df
+    mapping = F.create_map(*[x for k, v in sorted(id_map.items()) for x in (F.lit(k), F.lit(v))])
+    out = df
+    if "file_id" in cols:
+        out = out.filter(F.col("file_id").isNull() | F.col("file_id").isin(list(id_map)))
+    for c in cols:
+        out = out.withColumn(c, F.when(F.col(c).isNull(), None).otherwise(
+            mapping[F.col(c)].cast(df.schema[c].dataType)))
+    return out
+
