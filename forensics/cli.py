@@ -43,6 +43,25 @@ def cli() -> None:
     """
 
 
+# -- backends -----------------------------------------------------------------------------------
+
+
+def _backend_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--backend duckdb|spark`` and ``--spark-master URL``: where a case lives and what queries it."""
+    func = click.option("--spark-master", "spark_master", default=None, metavar="URL",
+                        help="Spark master for --backend spark (local[4], spark://host:7077, yarn, k8s://...); "
+                             "default: the running session, FORENSICS_SPARK_MASTER, else local[*].")(func)
+    return click.option("--backend", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
+                        help="duckdb: CASE is a DuckDB file; spark: CASE is a Parquet case directory "
+                             "(local or s3a://, gs://, abfs://, hdfs://) queried by Spark.")(func)
+
+
+def _open(case_path: Path | str, backend: str, spark_master: str | None) -> Any:
+    from forensics.case import open_case
+
+    return open_case(case_path, read_only=True, backend=backend, spark_master=spark_master)
+
+
 # -- sample -------------------------------------------------------------------------------------
 
 
@@ -78,7 +97,7 @@ def sample(out: Path, requests: int | None, seed: int | None) -> None:
 
 
 @cli.command()
-@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(path_type=str))
 @click.option("--gateway", "gateway", multiple=True, metavar="PATH",
               help="Gateway log file, directory (recursive) or glob; repeatable.")
 @click.option("--gateway-format", default="auto", show_default=True, metavar="NAME",
@@ -93,8 +112,10 @@ def sample(out: Path, requests: int | None, seed: int | None) -> None:
 @click.option("--node-map", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               metavar="FILE", help='TOML [nodes] table of "regex" = "node": pods to logical nodes.')
 @click.option("--quiet", is_flag=True, help="No progress bar; print only the summary.")
+@click.option("--replace", is_flag=True, help="--backend spark: write a new Parquet case over an existing one.")
+@_backend_options
 def ingest(
-    case_path: Path,
+    case_path: str,
     gateway: tuple[str, ...],
     gateway_format: str,
     gateway_tz: str,
@@ -102,20 +123,37 @@ def ingest(
     engine_tz: str,
     node_map: Path | None,
     quiet: bool,
+    replace: bool,
+    backend: str,
+    spark_master: str | None,
 ) -> None:
     """Load gateway and/or engine logs into a case database (created if absent).
+
+    With --backend spark, CASE is a new Parquet case directory and the files are parsed in
+    parallel on the Spark executors by the same loaders (paths may be s3a://, gs://, hdfs://...).
 
     \b
     Example:
       forensics ingest case.duckdb --gateway logs/cloudflare/ --gateway-format cloudflare-http
       forensics ingest case.duckdb --engine prefill-0=logs/p0/ --engine logs/decode/ --engine-tz Asia/Singapore
       forensics ingest case.duckdb --engine node7/var/log/pods/ --engine-tz auto --node-map nodes.toml
+      forensics ingest s3a://ir/case1 --backend spark --spark-master yarn --gateway s3a://logs/gw/ --engine s3a://logs/sglang/
     """
     from forensics.case import open_case
     from forensics.sources.summary import IngestSummary
 
     if not gateway and not engine:
         raise ParameterError("nothing to ingest", hint="pass --gateway PATH and/or --engine PATH")
+    if backend == "spark":
+        from forensics.spark import ingest as spark_ingest
+
+        done = spark_ingest(case_path, gateway=list(gateway), engine=list(engine), gateway_format=gateway_format,
+                            gateway_tz=gateway_tz, engine_tz=engine_tz, node_map=node_map, master=spark_master,
+                            replace=replace)
+        click.echo(done.summary.render())
+        for warning in done.summary.warnings:
+            click.echo(f"warning: {warning}", err=True)
+        return
     summary = IngestSummary()
     with open_case(case_path) as case:
         if gateway:
@@ -131,7 +169,7 @@ def ingest(
 
 
 @cli.command()
-@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(path_type=Path))
 @click.option("--gateway", "gateway", multiple=True, metavar="PATH", help="Gateway logs; repeatable.")
 @click.option("--gateway-format", default="auto", show_default=True, metavar="NAME", help="Preset, mapping .toml or auto.")
 @click.option("--gateway-tz", default="UTC", show_default=True, metavar="TZ", help="Zone of zone-less gateway times.")
@@ -144,9 +182,11 @@ def ingest(
               help="Directory for the CSVs, charts, impact report and notification list.")
 @click.option("--replace", is_flag=True, help="Start from an empty case (delete CASE.duckdb first).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@_backend_options
 def investigate(
     case_path: Path, gateway: tuple[str, ...], gateway_format: str, gateway_tz: str,
     engine: tuple[str, ...], engine_tz: str, node_map: Path | None, out_dir: Path, replace: bool, quiet: bool,
+    backend: str, spark_master: str | None,
 ) -> None:
     """Ingest, run every query, write tables, charts, impact report and notification list.
 
@@ -160,7 +200,8 @@ def investigate(
     if not gateway and not engine:
         raise ParameterError("nothing to investigate", hint="pass --gateway PATH and/or --engine PATH")
     result = run(case_path, out_dir=out_dir, gateway=gateway, engine=engine, gateway_format=gateway_format,
-                 gateway_tz=gateway_tz, engine_tz=engine_tz, node_map=node_map, replace=replace, quiet=quiet)
+                 gateway_tz=gateway_tz, engine_tz=engine_tz, node_map=node_map, replace=replace, quiet=quiet,
+                 backend=backend, spark_master=spark_master)
     click.echo(result.render())
 
 
@@ -235,7 +276,7 @@ def _wrote(out: Path | None) -> None:
 
 
 @cli.command()
-@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(path_type=Path))
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the report to FILE: HTML (self-contained, offline, printable), or Markdown / "
                    "JSON for a .md / .json name.")
@@ -245,8 +286,10 @@ def _wrote(out: Path | None) -> None:
               help="Also write the machine-readable summary (headline numbers, answers, tables) to FILE.")
 @click.option("--title", default=None, help="Report title.")
 @_window_options
+@_backend_options
 def report(case_path: Path, out: Path | None, markdown: Path | None, json_path: Path | None, title: str | None,
-           limit_tokens: int | None, start: str | None, end: str | None, node: str | None, window_s: int) -> None:
+           limit_tokens: int | None, start: str | None, end: str | None, node: str | None, window_s: int,
+           backend: str, spark_master: str | None) -> None:
     """The impact report: summary, charts, windows, tenants, pool audit, coverage, evidence.
 
     Without -o, --markdown or --json the Markdown report goes to stdout. A gateway-only case
@@ -258,7 +301,6 @@ def report(case_path: Path, out: Path | None, markdown: Path | None, json_path: 
       forensics report gateway-only.duckdb -o report.html --limit-tokens 681274 \\
           --start 2026-09-03T00:00:00Z --end 2026-09-09T15:00:00Z
     """
-    from forensics.case import open_case
     from forensics.outputs.report import render_markdown, report_data, write_report
 
     if node is not None:
@@ -268,7 +310,7 @@ def report(case_path: Path, out: Path | None, markdown: Path | None, json_path: 
         html, markdown = None, markdown or out
     elif out is not None and out.suffix.lower() == ".json":
         html, json_path = None, json_path or out
-    with open_case(case_path, read_only=True) as case:
+    with _open(case_path, backend, spark_master) as case:
         data = report_data(case, title=title, window_s=window_s, **_window_kwargs(limit_tokens, start, end))
     for w in data.warnings:
         _warn(w)
@@ -280,7 +322,7 @@ def report(case_path: Path, out: Path | None, markdown: Path | None, json_path: 
 
 
 @cli.command()
-@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(TABLE_FORMATS), default=None,
               help="Output format (default: csv for -o FILE.csv, else table).")
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE.")
@@ -291,9 +333,10 @@ def report(case_path: Path, out: Path | None, markdown: Path | None, json_path: 
               help="Also write one folder per tenant to DIR: summary.md and requests.csv (its own ids only).")
 @_tenant_option()
 @_window_options
+@_backend_options
 def notifications(case_path: Path, fmt: str | None, out: Path | None, directory: Path | None,
                   packets: Path | None, tenant: tuple[str, ...], limit_tokens: int | None, start: str | None,
-                  end: str | None, node: str | None, window_s: int) -> None:
+                  end: str | None, node: str | None, window_s: int, backend: str, spark_master: str | None) -> None:
     """The customer notification list: one row per tenant to notify, the notice and the request ids.
 
     notice_type is received-other-data (recipients, listed first), data-possibly-exposed (possible
@@ -305,14 +348,13 @@ def notifications(case_path: Path, fmt: str | None, out: Path | None, directory:
       forensics notifications case.duckdb --tenant 2c65b0aa72769b98bd0f37e397606ad7
     """
     from forensics import analysis
-    from forensics.case import open_case
     from forensics.outputs.export import write_output
     from forensics.outputs.notifications import for_tenants, with_directory, write_packets
     from forensics.outputs.scope import check_scope, coverage_note
 
     kwargs = {**_window_kwargs(limit_tokens, start, end), "node": node, "window_s": window_s}
     fmt = fmt or ("csv" if out is not None and out.suffix.lower() == ".csv" else "table")
-    with open_case(case_path, read_only=True) as case:
+    with _open(case_path, backend, spark_master) as case:
         check_scope(case, node=node, tenants=tenant)
         rel = for_tenants(analysis.notifications(case, **kwargs), list(tenant))
         if directory is not None:
@@ -360,15 +402,15 @@ def _chart_command(name: str, func_name: str, query: str, summary: str) -> None:
     sig = inspect.signature(getattr(analysis, query))
     accepted = [p for p in sig.parameters if p != "case"]
 
-    def run(case_path: Path, out: Path, fmt: str | None, **given: Any) -> None:
-        from forensics.case import open_case
+    def run(case_path: Path, out: Path, fmt: str | None, backend: str, spark_master: str | None,
+            **given: Any) -> None:
         from forensics.outputs import charts
         from forensics.outputs.scope import check_scope
 
         for key in ("start", "end"):
             if key in given:
                 given[key] = _parse_time(given[key], f"--{key}")
-        with open_case(case_path, read_only=True) as case:
+        with _open(case_path, backend, spark_master) as case:
             check_scope(case, node=given.get("node"))
             made = getattr(charts, func_name)(case, **given)
             charts.save_chart(made, out, fmt)
@@ -379,13 +421,14 @@ def _chart_command(name: str, func_name: str, query: str, summary: str) -> None:
                    f"  forensics chart {name} case.duckdb -o {name}.png")
     decorators: list[Callable[[Callable[..., Any]], Any]] = [
         chart.command(name=name),
-        click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path)),
+        click.argument("case_path", metavar="CASE.duckdb", type=click.Path(path_type=Path)),
         click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
                      help="Write the chart to FILE (format from its suffix unless --format)."),
         click.option("--format", "fmt", type=click.Choice(["html", "svg", "png", "json"]), default=None,
                      help="html (self-contained, JavaScript inline), svg, png or json (Vega-Lite spec)."),
     ]
     decorators += [_param_option(p, None) for p in accepted]
+    decorators.append(_backend_options)
     decorated: Any = run
     for deco in reversed(decorators):
         decorated = deco(decorated)
@@ -400,16 +443,41 @@ for _name, (_func, _query, _summary) in CHART_COMMANDS.items():
 
 @cli.group()
 def export() -> None:
-    """Export the case to other investigation tools.
+    """Export the case to other investigation tools, or as a Parquet case for Spark.
 
     \b
     Example:
       forensics export timesketch case.duckdb -o timeline.jsonl
+      forensics export parquet case.duckdb case_parquet/
     """
 
 
-@export.command(name="timesketch")
+@export.command(name="parquet")
 @click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("case_dir", metavar="CASE_DIR", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--replace", is_flag=True, help="Overwrite a Parquet case already in CASE_DIR.")
+def export_parquet_command(case_path: Path, case_dir: Path, replace: bool) -> None:
+    """Write every table of a DuckDB case as a Parquet case (open it with --backend spark).
+
+    Copy CASE_DIR to object storage (s3, gs, abfs, hdfs) for a cluster; the manifest case.json
+    lists the tables, their parts and row counts.
+
+    \b
+    Example:
+      forensics export parquet case.duckdb case_parquet/
+      forensics affected case_parquet/ --backend spark --format csv -o affected.csv
+    """
+    from forensics.case import open_case
+    from forensics.spark import export_parquet
+
+    with open_case(case_path, read_only=True) as case:
+        manifest = export_parquet(case, case_dir, replace=replace)
+    rows = sum(t.rows for t in manifest.tables.values())
+    click.echo(f"wrote {case_dir}: {len(manifest.tables)} tables, {rows} rows")
+
+
+@export.command(name="timesketch")
+@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(path_type=Path))
 @click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Write the Timesketch JSONL timeline to FILE (import it as it is).")
 @_tenant_option()
@@ -418,8 +486,10 @@ def export() -> None:
 @click.option("--start", "start", default=None, help="Only from this UTC time (ISO 8601).")
 @click.option("--end", "end", default=None, help="Only before this UTC time (ISO 8601).")
 @click.option("--node", "node", default=None, help="Only requests of this engine node.")
+@_backend_options
 def export_timesketch(case_path: Path, out: Path, tenant: tuple[str, ...], limit_tokens: int | None,
-                      start: str | None, end: str | None, node: str | None) -> None:
+                      start: str | None, end: str | None, node: str | None, backend: str,
+                      spark_master: str | None) -> None:
     """A Timesketch timeline (JSONL): every record of the affected requests' evidence, node starts.
 
     One event per gateway, router and engine record (message, datetime, timestamp, timestamp_desc,
@@ -431,12 +501,11 @@ def export_timesketch(case_path: Path, out: Path, tenant: tuple[str, ...], limit
       timesketch_importer --sketch_id 1 --timeline_name incident timeline.jsonl
     """
     from forensics import analysis
-    from forensics.case import open_case
     from forensics.outputs.notifications import for_tenants
     from forensics.outputs.scope import check_scope
     from forensics.outputs.timesketch import write_timesketch
 
-    with open_case(case_path, read_only=True) as case:
+    with _open(case_path, backend, spark_master) as case:
         check_scope(case, node=node, tenants=tenant)
         rel = analysis.timeline(case, node=node, **_window_kwargs(limit_tokens, start, end))
         if tenant:
@@ -508,8 +577,8 @@ def _analysis_command(command: str, func_name: str) -> None:
     accepted = [name for name in sig.parameters if name != "case"]
     shown = list(_COMMON_PARAMS) + [name for name in accepted if name not in _COMMON_PARAMS]
 
-    def run(case_path: Path, fmt: str, out: Path | None, show_sql: bool, **given: Any) -> None:
-        from forensics.case import open_case
+    def run(case_path: Path, fmt: str, out: Path | None, show_sql: bool, backend: str, spark_master: str | None,
+            **given: Any) -> None:
         from forensics.outputs.export import write_output
         from forensics.outputs.notifications import for_tenants
         from forensics.outputs.scope import check_scope, coverage_note
@@ -528,7 +597,7 @@ def _analysis_command(command: str, func_name: str) -> None:
             q = load_query(func_name)
             for name in (*q.inputs, func_name):  # inputs first: it reads them
                 click.echo(load_query(name).sql, err=True)
-        with open_case(case_path, read_only=True) as case:
+        with _open(case_path, backend, spark_master) as case:
             check_scope(case, node=kwargs.get("node"), request_id=kwargs.get("request_id"), tenants=tenants)
             rel = func(case, **kwargs)
             if tenants:
@@ -561,7 +630,7 @@ def _analysis_command(command: str, func_name: str) -> None:
     )
     decorators: list[Callable[[Callable[..., Any]], Any]] = [
         cli.command(name=command),
-        click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path)),
+        click.argument("case_path", metavar="CASE.duckdb", type=click.Path(path_type=Path)),
         click.option("--format", "fmt", type=click.Choice(TABLE_FORMATS), default="table", show_default=True,
                      help="Output format: a table fitted to the terminal, csv, json, jsonl or parquet."),
         click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path),
@@ -574,6 +643,7 @@ def _analysis_command(command: str, func_name: str) -> None:
     if command in TENANT_FILTERS:
         decorators.append(_tenant_option())
     decorators.append(click.option("--show-sql", is_flag=True, help="Print the SQL run (to stderr)."))
+    decorators.append(_backend_options)
     decorated: Any = run
     for deco in reversed(decorators):
         decorated = deco(decorated)

@@ -72,8 +72,13 @@ def investigate(
     replace: bool = False,
     quiet: bool = True,
     now: dt.datetime | None = None,
+    backend: str = "duckdb",
+    spark_master: str | None = None,
 ) -> Investigation:
     """Ingest gateway and engine logs, run every query, write tables, charts, report and lists.
+
+    ``backend="spark"``: ``case_path`` is a Parquet case directory, written by the Spark ingest
+    (the files parsed on the executors) and queried by Spark SQL; the outputs are the same.
 
     Example:
         >>> import tempfile
@@ -87,15 +92,22 @@ def investigate(
     case_path = Path(case_path)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if replace:
-        for stale in (case_path, case_path.with_name(case_path.name + ".wal")):
-            stale.unlink(missing_ok=True)
-    summary = IngestSummary()
-    with open_case(case_path, now=now) as case:
-        if gateway:
-            summary.extend(case.ingest_gateway(list(gateway), format=gateway_format, tz=gateway_tz, quiet=quiet))
-        if engine:
-            summary.extend(case.ingest_engine(list(engine), tz=engine_tz, quiet=quiet, node_map=node_map))
+    if backend == "spark":
+        from forensics.spark import ingest as spark_ingest
+
+        summary = spark_ingest(case_path, gateway=list(gateway), engine=list(engine), gateway_format=gateway_format,
+                               gateway_tz=gateway_tz, engine_tz=engine_tz, node_map=node_map, master=spark_master,
+                               replace=replace, now=now).summary
+    else:
+        if replace:
+            for stale in (case_path, case_path.with_name(case_path.name + ".wal")):
+                stale.unlink(missing_ok=True)
+        summary = IngestSummary()
+        with open_case(case_path, now=now) as case:
+            if gateway:
+                summary.extend(case.ingest_gateway(list(gateway), format=gateway_format, tz=gateway_tz, quiet=quiet))
+            if engine:
+                summary.extend(case.ingest_engine(list(engine), tz=engine_tz, quiet=quiet, node_map=node_map))
     result = Investigation(case_path=case_path, out_dir=out, ingest=summary)
     summary_path = out / "ingest_summary.csv"
     write_output(
@@ -104,7 +116,7 @@ def investigate(
     )
     result.outputs["ingest_summary"] = summary_path
 
-    with open_case(case_path, read_only=True) as case:
+    with open_case(case_path, read_only=True, backend=backend, spark_master=spark_master) as case:
         outputs, counts, headline = write_outputs(case, out, now=now)
     result.outputs.update(outputs)
     result.counts.update(counts)
