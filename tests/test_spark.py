@@ -1,0 +1,237 @@
+"""The Spark backend gives the DuckDB answers: every query, every view, the ingest and the outputs.
+
+One Spark session (``local[2]``) and one Parquet case serve the whole run: the Spark ingest of the
+bundled sample, whose tables are first proven equal to the DuckDB case's (every row and column);
+every query and view then runs on both. New query files and views are picked up automatically.
+The export (``forensics export parquet``) is checked table by table through DuckDB.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+import forensics
+from forensics.case import Case
+from forensics.cli import main
+from forensics.spark.parquet_case import case_views, export_parquet, read_manifest
+from forensics.sqlfiles import load_query, queries_dir, query_names
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample_data"
+NOW = dt.datetime(2026, 10, 1)  # the sample case fixture's injected clock
+
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    if os.environ.get("CI"):
+        raise RuntimeError("CI needs a Java runtime for the Spark tests (.ci/run installs one)")
+    pytest.skip("no Java runtime: the Spark backend cannot start (apt-get install default-jre-headless)",
+                allow_module_level=True)
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from forensics.spark.session import session, stop
+
+    s = session("local[2]", conf={"spark.sql.shuffle.partitions": "2"})
+    yield s
+    stop()
+
+
+@pytest.fixture(scope="session")
+def ingested_dir(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from forensics.spark import ingest
+
+    out = tmp_path_factory.mktemp("spark") / "ingested"
+    ingest(out, gateway=[str(SAMPLE / "gateway")], engine=[str(SAMPLE / "engine")],
+           engine_tz="Asia/Singapore", spark=spark, now=NOW)
+    return out
+
+
+@pytest.fixture(scope="session")
+def ingested(ingested_dir: Path) -> Iterator[Case]:
+    case = forensics.open_case(ingested_dir, backend="spark")
+    yield case
+    case.close()
+
+
+# -- comparing results ----------------------------------------------------------------------------
+
+
+def _norm(value: Any) -> Any:
+    """One form for a value whatever engine produced it (floats to 12 digits, maps as sorted pairs)."""
+    if value is None:
+        return None
+    if isinstance(value, Decimal):
+        value = float(value)
+    if isinstance(value, float):
+        return None if math.isnan(value) else float(f"{value:.12g}")
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _norm(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(_norm(v) for v in value)
+    if hasattr(value, "item") and not isinstance(value, str | bytes):
+        return _norm(value.item())
+    return value
+
+
+def _rows(rel: duckdb.DuckDBPyRelation) -> tuple[list[str], list[tuple[Any, ...]]]:
+    rows = [tuple(_norm(v) for v in r) for r in rel.fetchall()]
+    return list(rel.columns), sorted(rows, key=lambda r: [(v is None, type(v).__name__, str(v)) for v in r])
+
+
+def _same(local: duckdb.DuckDBPyRelation, spark: duckdb.DuckDBPyRelation) -> None:
+    cols_l, rows_l = _rows(local)
+    cols_s, rows_s = _rows(spark)
+    assert cols_s == cols_l
+    assert len(rows_s) == len(rows_l)
+    for a, b in zip(rows_l, rows_s, strict=True):
+        assert b == a, {c: (x, y) for c, x, y in zip(cols_l, a, b, strict=True) if x != y}
+
+
+def _params(name: str, given: bool) -> dict[str, Any]:
+    """Every declared parameter: all NULL (derived from the logs), or a value for each."""
+    values = {"limit_tokens": 681_274, "start": dt.datetime(2026, 9, 2), "end": dt.datetime(2026, 9, 9, 15),
+              "node": "prefill-0", "window_s": 600, "request_id": None}
+    out = {p: (values.get(p) if given else None) for p in load_query(name).all_param_names()}
+    if "window_s" in out:
+        out["window_s"] = 600
+    return out
+
+
+# -- the DuckDB path stays free of Spark -------------------------------------------------------------
+
+
+def test_duckdb_path_never_imports_pyspark_or_sqlglot(sample_case_path: Path, tmp_path: Path) -> None:
+    code = f"""
+import sys, forensics
+from forensics.spark import export_parquet
+case = forensics.open_case({str(sample_case_path)!r}, read_only=True)
+forensics.affected_requests(case).fetchall(); forensics.notifications(case)
+export_parquet(case, {str(tmp_path / 'pq')!r})
+bad = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'sqlglot', 'py4j'))
+assert not bad, bad
+print('ok')
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+# -- every query and view, both engines ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["derived", "given"])
+@pytest.mark.parametrize("name", query_names())
+def test_every_query_gives_the_same_rows_on_spark(name: str, given: bool, sample_case: Case, ingested: Case) -> None:
+    params = _params(name, given)
+    _same(sample_case.run_query(name, params), ingested.run_query(name, params))
+
+
+@pytest.mark.parametrize("view", [name for name, _ in case_views(forensics.open_case(":memory:"))])
+def test_every_view_gives_the_same_rows_on_spark(view: str, sample_case: Case, ingested: Case) -> None:
+    _same(sample_case.sql(f"SELECT * FROM {view}"), ingested.sql(f"SELECT * FROM {view}"))
+
+
+def test_every_spark_override_belongs_to_a_query() -> None:
+    names = set(query_names())
+    overrides = [p.name for p in queries_dir().iterdir() if p.name.endswith(".spark.sql")]
+    assert all(o[: -len(".spark.sql")] in names for o in overrides), overrides
+
+
+def test_every_view_override_belongs_to_a_view() -> None:
+    from forensics.spark.case import view_overrides
+
+    views = {name for name, _ in case_views(forensics.open_case(":memory:"))}
+    assert set(view_overrides()) <= views
+
+
+def _same_tables(duckdb_case: Path, case_dir: Path) -> None:
+    """Every base table of the DuckDB case equals the Parquet case's, row for row (through DuckDB)."""
+    manifest = read_manifest(case_dir)
+    con = duckdb.connect(str(duckdb_case), read_only=True)
+    local = {r[0] for r in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE'").fetchall()}
+    assert set(manifest.tables) == local
+    for table, info in manifest.tables.items():
+        files = [str(case_dir / table / p / "*.parquet") for p in info.parts]
+        pq = f"read_parquet({files!r})"
+        n = con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+        assert info.rows == n, table
+        for a, b in ((table, pq), (pq, table)):
+            extra = con.execute(f"SELECT * FROM (SELECT * FROM {a} EXCEPT ALL SELECT * FROM {b}) LIMIT 3").fetchall()
+            assert extra == [], (table, a, extra)
+    con.close()
+
+
+def test_export_parquet_keeps_every_table_and_row(sample_case_path: Path, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["export", "parquet", str(sample_case_path), str(tmp_path / "case")])
+    assert done.value.code in (0, None)
+    _same_tables(sample_case_path, tmp_path / "case")
+
+
+def test_export_refuses_a_directory_that_holds_something_else(sample_case_path: Path, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    with forensics.open_case(sample_case_path, read_only=True) as case, pytest.raises(forensics.ForensicsError):
+        export_parquet(case, tmp_path, replace=True)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+# -- the Spark ingest ----------------------------------------------------------------------------------
+
+
+def test_spark_ingest_gives_the_tables_of_the_local_ingest(sample_case_path: Path, ingested_dir: Path) -> None:
+    """Every table, every column, every row (file ids, paths, sha256, line numbers included)."""
+    _same_tables(sample_case_path, ingested_dir)
+
+
+@pytest.mark.parametrize("func", ["affected_requests", "affected_tenants", "leak_sources", "pool_audit"])
+def test_spark_ingest_answers_as_the_local_case(func: str, sample_case: Case, ingested: Case) -> None:
+    _same(getattr(forensics, func)(sample_case), getattr(forensics, func)(ingested))
+
+
+def test_notification_list_from_the_spark_path(sample_case: Case, ingested: Case) -> None:
+    local, spark = forensics.notifications(sample_case), forensics.notifications(ingested)
+    assert spark.to_dict("records") == local.to_dict("records")
+    assert len(local) > 0
+
+
+def test_impact_report_from_the_spark_path(sample_case: Case, ingested: Case) -> None:
+    assert forensics.impact_report(ingested, now=NOW) == forensics.impact_report(sample_case, now=NOW)
+
+
+# -- the faces -----------------------------------------------------------------------------------------
+
+
+def test_cli_affected_csv_on_spark_equals_duckdb(spark: Any, sample_case_path: Path, ingested_dir: Path,
+                                                 tmp_path: Path) -> None:
+    for backend, path in (("duckdb", sample_case_path), ("spark", ingested_dir)):
+        with pytest.raises(SystemExit) as done:
+            main(["affected", str(path), "--backend", backend, "--format", "csv", "-o", str(tmp_path / f"{backend}.csv")])
+        assert done.value.code in (0, None)
+    assert (tmp_path / "spark.csv").read_text() == (tmp_path / "duckdb.csv").read_text()
+    spark_params = json.loads((tmp_path / "spark.csv.params.json").read_text())
+    local_params = json.loads((tmp_path / "duckdb.csv.params.json").read_text())
+    assert spark_params == local_params | {"case": spark_params["case"]}
+
+
+def test_a_parquet_case_that_is_not_one_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["affected", str(tmp_path), "--backend", "spark"])
+    assert done.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "case.json not found" in err and "\n" not in err
