@@ -199,6 +199,36 @@ def test_spark_ingest_gives_the_tables_of_the_local_ingest(sample_case_path: Pat
     _same_tables(sample_case_path, ingested_dir)
 
 
+def test_inputs_given_as_uris_are_listed_and_read_through_hadoop(spark: Any, sample_case_path: Path,
+                                                                 ingested_dir: Path, tmp_path: Path) -> None:
+    """The path of s3a://, gs://, abfs://, hdfs:// inputs (Hadoop listing, binaryFile), here with file://."""
+    from forensics.spark import ingest
+
+    src = SAMPLE / "engine" / "prefill-1"
+    done = ingest(tmp_path / "case", engine=[f"prefill-1={src.as_uri()}/"], engine_tz="Asia/Singapore",
+                  spark=spark, now=NOW)
+    paths = sorted(f.path for f in done.summary.files)
+    assert paths and all(p.startswith("file:") and "/prefill-1/" in p for p in paths)
+    con = duckdb.connect(str(sample_case_path), read_only=True)
+    m = read_manifest(tmp_path / "case")
+
+    def pq(table: str) -> str:
+        files = [str(tmp_path / "case" / table / p / "*.parquet") for p in m.tables[table].parts]
+        return f"read_parquet({files!r})"
+
+    # the same rows as the local ingest's for that node (ids differ: one node, not the whole sample)
+    local = con.execute(
+        "SELECT e.line_no, e.kind, e.rid, e.bootstrap_room, e.prompt_tokens, f.sha256 FROM engine_requests e "
+        "JOIN evidence_files f USING (file_id) WHERE e.node = 'prefill-1' ORDER BY ALL").fetchall()
+    spark_rows = con.execute(
+        f"SELECT e.line_no, e.kind, e.rid, e.bootstrap_room, e.prompt_tokens, f.sha256 FROM {pq('engine_requests')} e "
+        f"JOIN {pq('evidence_files')} f USING (file_id) ORDER BY ALL").fetchall()
+    assert spark_rows == local and len(local) > 100
+    starts = con.execute(f"SELECT * EXCLUDE (file_id) FROM {pq('engine_starts')} ORDER BY start_seq").fetchall()
+    assert starts == con.execute("SELECT * EXCLUDE (file_id) FROM engine_starts WHERE node = 'prefill-1' "
+                                 "ORDER BY start_seq").fetchall()
+
+
 @pytest.mark.parametrize("func", ["affected_requests", "affected_tenants", "leak_sources", "pool_audit"])
 def test_spark_ingest_answers_as_the_local_case(func: str, sample_case: Case, ingested: Case) -> None:
     _same(getattr(forensics, func)(sample_case), getattr(forensics, func)(ingested))

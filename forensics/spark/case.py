@@ -71,7 +71,7 @@ def view_overrides() -> dict[str, str]:
     out: dict[str, str] = {}
     for tree in sqlglot.parse(f.read_text(encoding="utf-8"), read="spark"):
         if isinstance(tree, sqlglot.exp.Create) and tree.kind == "VIEW" and tree.expression is not None:
-            out[tree.this.name] = tree.expression.sql(dialect="spark")
+            out[tree.this.name] = tree.expression.sql(dialect="spark", comments=False)
     return out
 
 

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 #: the envelope every parse task returns: one row per Arrow batch of one table (IPC stream bytes)
-_ENVELOPE = "table STRING, batch BINARY"
+_ENVELOPE = "table STRING, rows BIGINT, batch BINARY"
 _SUMMARY = "_summary"
 _ERROR = "_error"
 
@@ -157,7 +157,7 @@ def plan_files(spark: SparkSession | None, gateway: Sequence[str], engine: Seque
     """The files of an ingest in the order a local ingest reads them, with their nodes.
 
     Local paths go through the loaders' own resolution (``expand_paths``, ``resolve_sources``).
-    A remote path is listed through Spark's file systems and mirrored as empty files under
+    A URI (``s3a://``, ``hdfs://``, ``file://``...) is listed through Spark's file systems and mirrored as empty files under
     ``scratch`` with the same names, so the same resolution (hidden files, rotation order, node
     per sub-directory, ``NODE=``) applies to it unchanged.
 
@@ -167,7 +167,8 @@ def plan_files(spark: SparkSession | None, gateway: Sequence[str], engine: Seque
         [('engine', 'prefill-0', 'prefill.log')]
     """
     from forensics.sources.engine import resolve_sources
-    from forensics.sources.files import expand_paths
+
+    expand_paths = _gateway_files()
 
     mirrors: dict[str, str] = {}  # placeholder resolved path -> remote URI
 
@@ -189,7 +190,7 @@ def plan_files(spark: SparkSession | None, gateway: Sequence[str], engine: Seque
 
     out: list[PlannedFile] = []
     if gateway:
-        items = [mirror(g) if is_remote(g) else local_path(g) if g.startswith("file://") else g for g in gateway]
+        items = [mirror(g) if _through_hadoop(g) else g for g in gateway]
         for p in expand_paths(items):
             resolved = str(p.resolve())
             uri = mirrors.get(resolved)
@@ -198,13 +199,30 @@ def plan_files(spark: SparkSession | None, gateway: Sequence[str], engine: Seque
         items = []
         for e in engine:
             node, raw = _split_node(e)
-            path = mirror(raw) if is_remote(raw) else local_path(raw) if raw.startswith("file://") else raw
+            path = mirror(raw) if _through_hadoop(raw) else raw
             items.append(f"{node}={path}" if node else path)
         for src in resolve_sources(items):
             resolved = str(src.path.resolve())
             uri = mirrors.get(resolved)
             out.append(PlannedFile(len(out) + 1, uri or _file_uri(resolved), uri or resolved, "engine", src.node))
     return out
+
+
+def _through_hadoop(path: str) -> bool:
+    """Listed and read through Spark's Hadoop file systems: any URI (``file://`` too: on a
+    cluster a local path of the driver means nothing to the executors), recorded as the URI."""
+    return is_remote(path) or path.startswith("file:")
+
+
+def _gateway_files() -> Any:
+    """The loaders' own expansion of gateway paths (files, directories, globs) into files, in order."""
+    import importlib
+
+    files = importlib.import_module("forensics.sources.files")
+    for name in ("expand_paths", "walk_files"):
+        if hasattr(files, name):
+            return getattr(files, name)
+    raise ImportError("forensics.sources.files has no path expansion")
 
 
 def _file_uri(path: str) -> str:
@@ -229,8 +247,9 @@ def _envelope(table: str, batch: pa.RecordBatch | pa.Table | None, payload: byte
         with pa.ipc.new_stream(sink, batch.schema) as writer:
             writer.write(batch)
         payload = sink.getvalue()
-    return pa.RecordBatch.from_arrays([pa.array([table]), pa.array([payload], pa.binary())],
-                                      names=["table", "batch"])
+    rows = batch.num_rows if batch is not None else 0
+    return pa.RecordBatch.from_arrays([pa.array([table]), pa.array([rows], pa.int64()),
+                                       pa.array([payload], pa.binary())], names=["table", "rows", "batch"])
 
 
 def parse_files(files: list[tuple[PlannedFile, Path]], opts: IngestOptions, workdir: Path) -> Iterator[pa.RecordBatch]:
@@ -529,11 +548,20 @@ def _write_case(spark: SparkSession, store: _Store, envelopes: DataFrame, files:
                 fs.rows_loaded += local - glob
                 fs.rows_duplicate = glob
     tables["evidence_files"] = ev
+    # row counts from the tasks' batches (one small job); recounted where files were dropped or
+    # rows replaced by a whole-case pass
+    counts = {str(r["table"]): int(r["n"]) for r in envelopes.groupBy("table").agg(F.sum("rows").alias("n")).collect()}
+    for rebuilt in ("engine_starts", "schema_info"):
+        counts.pop(rebuilt, None)
+    if skipped:  # rows of repeated files were dropped: count what is written
+        counts = {}
     manifest = Manifest()
     for name, df in sorted(tables.items()):
-        ordered = df.orderBy(*[c for c in ("file_id", "line_no", "node", "start_seq", "key") if c in df.columns])
-        ordered.write.mode("overwrite").parquet(store.uri(f"{name}/{part}"))
-        manifest.tables[name] = TablePart([part], int(spark.read.parquet(store.uri(f"{name}/{part}")).count()))
+        # in file and line order within each part file (no global sort: a shuffle per table)
+        keys = [c for c in ("file_id", "line_no", "node", "start_seq", "key") if c in df.columns]
+        (df.sortWithinPartitions(*keys) if keys else df).write.mode("overwrite").parquet(store.uri(f"{name}/{part}"))
+        manifest.tables[name] = TablePart([part], counts.get(name, 0) if name in counts else
+                                          int(spark.read.parquet(store.uri(f"{name}/{part}")).count()))
     return manifest
 
 

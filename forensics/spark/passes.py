@@ -12,7 +12,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -71,6 +71,18 @@ def flag_gateway_duplicates(gw: DataFrame) -> tuple[DataFrame, dict[int, tuple[i
     return flagged.drop("_local").select(*gw.columns), counts
 
 
+def _rebuild_starts() -> Any:
+    """The engine loader's ``rebuild_starts`` (its own module once the loader is a package)."""
+    import importlib
+
+    for module in ("forensics.sources.engine_starts", "forensics.sources.engine"):
+        try:
+            return importlib.import_module(module).rebuild_starts
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError("the engine loader's rebuild_starts was not found")
+
+
 def rebuild_engine_starts(spark: SparkSession, facts: DataFrame, batches: DataFrame | None,
                           starts_schema: pa.Schema, opts: IngestOptions) -> DataFrame:
     """``engine_starts`` per node by the engine loader's own ``rebuild_starts``, over all its files.
@@ -84,7 +96,7 @@ def rebuild_engine_starts(spark: SparkSession, facts: DataFrame, batches: DataFr
     schema = starts_schema
 
     def per_node(facts_t: pa.Table, batches_t: pa.Table) -> pa.Table:
-        from forensics.sources.engine import rebuild_starts
+        rebuild_starts = _rebuild_starts()
 
         node = (facts_t.column("node")[0].as_py() if facts_t.num_rows
                 else batches_t.column("node")[0].as_py() if batches_t.num_rows else None)
@@ -98,7 +110,7 @@ def rebuild_engine_starts(spark: SparkSession, facts: DataFrame, batches: DataFr
                 case.con.register("_batches", batches_t)
                 case.con.execute("INSERT INTO engine_batches BY NAME SELECT * FROM _batches")
                 case.con.unregister("_batches")
-            rebuild_starts(case, [node])
+            rebuild_starts(case.target() if hasattr(case, "target") else case, [node])
             table = case.con.sql("SELECT * FROM engine_starts ORDER BY start_seq").to_arrow_table()
             return table.cast(schema)
 

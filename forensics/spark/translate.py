@@ -111,7 +111,7 @@ def _short(exc: Exception) -> str:
 
 def _write(tree: exp.Expression) -> str:
     try:
-        return tree.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE)
+        return tree.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE, comments=False)
     except SqlglotError as exc:
         raise TranslationError(f"no Spark SQL form: {_short(exc)}",
                                hint="write a <name>.spark.sql override beside the query") from exc
