@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from forensics.sqlfiles import load_query, query_names
 from forensics.spark.translate import TranslationError, statement_steps, to_spark
+from forensics.sqlfiles import load_query, query_names
 
 
 @pytest.mark.parametrize(
