@@ -91,6 +91,8 @@ class IngestOptions:
     gateway_options: dict[str, Any] = field(default_factory=dict)
     engine_tz: str = "UTC"
     now: dt.datetime | None = None
+    #: the text of a --node-map TOML file (shipped: the executors may not see the driver's file)
+    node_map_text: str | None = None
 
 
 # -- resolving the inputs ---------------------------------------------------------------------
@@ -153,7 +155,7 @@ def _split_node(item: str) -> tuple[str | None, str]:
 
 
 def plan_files(spark: SparkSession | None, gateway: Sequence[str], engine: Sequence[str],
-               scratch: Path) -> list[PlannedFile]:
+               scratch: Path, node_map: str | os.PathLike[str] | None = None) -> list[PlannedFile]:
     """The files of an ingest in the order a local ingest reads them, with their nodes.
 
     Local paths go through the loaders' own resolution (``expand_paths``, ``resolve_sources``).
@@ -201,7 +203,7 @@ def plan_files(spark: SparkSession | None, gateway: Sequence[str], engine: Seque
             node, raw = _split_node(e)
             path = mirror(raw) if _through_hadoop(raw) else raw
             items.append(f"{node}={path}" if node else path)
-        for src in resolve_sources(items):
+        for src in (resolve_sources(items, node_map=node_map) if node_map is not None else resolve_sources(items)):
             resolved = str(src.path.resolve())
             uri = mirrors.get(resolved)
             out.append(PlannedFile(len(out) + 1, uri or _file_uri(resolved), uri or resolved, "engine", src.node))
@@ -269,7 +271,11 @@ def parse_files(files: list[tuple[PlannedFile, Path]], opts: IngestOptions, work
                 summary.extend(case.ingest_gateway(gateway, format=opts.gateway_format, tz=opts.gateway_tz,
                                                    **opts.gateway_options))
             if engine:
-                summary.extend(case.ingest_engine(engine, tz=opts.engine_tz))
+                extra: dict[str, Any] = {}
+                if opts.node_map_text is not None:
+                    (workdir / "node_map.toml").write_text(opts.node_map_text, encoding="utf-8")
+                    extra["node_map"] = workdir / "node_map.toml"
+                summary.extend(case.ingest_engine(engine, tz=opts.engine_tz, **extra))
         except ForensicsError as exc:
             text = str(exc)
             for local, pf in by_local.items():
@@ -359,6 +365,7 @@ def ingest(
     gateway_format: str = "auto",
     gateway_tz: str = "UTC",
     engine_tz: str = "UTC",
+    node_map: str | os.PathLike[str] | None = None,
     master: str | None = None,
     spark: SparkSession | None = None,
     replace: bool = False,
@@ -382,10 +389,11 @@ def ingest(
         raise CaseError("the Parquet case already exists", where=target,
                         hint="ingest into a new directory, or pass --replace to write a new case over it")
     opts = IngestOptions(gateway_format, gateway_tz, dict(gateway_options), engine_tz,
-                         now or dt.datetime.now(dt.UTC).replace(tzinfo=None))
+                         now or dt.datetime.now(dt.UTC).replace(tzinfo=None),
+                         Path(node_map).read_text(encoding="utf-8") if node_map is not None else None)
     timings: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="forensics-plan-") as scratch:
-        files = plan_files(spark, list(gateway), list(engine), Path(scratch))
+        files = plan_files(spark, list(gateway), list(engine), Path(scratch), node_map)
     timings["plan"] = time.perf_counter() - t0
     envelopes = _parse(spark, files, opts)
     try:
