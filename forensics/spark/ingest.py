@@ -168,7 +168,7 @@ def plan_files(spark: SparkSession | None, gateway: Sequence[str], engine: Seque
         ...                                              Path("/tmp"))]   # doctest: +SKIP
         [('engine', 'prefill-0', 'prefill.log')]
     """
-    from forensics.sources.engine import resolve_sources
+    from forensics.sources.collect.layout import resolve_sources
 
     expand_paths = _gateway_files()
 
