@@ -71,3 +71,13 @@ def test_every_query_file_translates(name: str) -> None:
     steps = statement_steps(load_query(name).sql, name)
     assert steps[-1].name is None
     assert all("$" not in s.sql.replace("'$'", "") for s in steps)
+
+
+def test_forensics_spark_ingest_stays_the_function_once_its_module_is_loaded() -> None:
+    """Regression: a submodule named like the package's function replaced it (``'module' object is not callable``)."""
+    import types
+
+    import forensics.spark.distributed  # noqa: F401
+    from forensics.spark import ingest
+
+    assert callable(ingest) and not isinstance(ingest, types.ModuleType)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from forensics.spark.case import SparkCase
-    from forensics.spark.ingest import SparkIngest
+    from forensics.spark.distributed import SparkIngest
 
 __all__ = ["Manifest", "export_parquet", "ingest", "open_case", "read_manifest", "session"]
 
@@ -42,8 +42,8 @@ def open_case(path: str | os.PathLike[str], *, master: str | None = None, spark:
 
 
 def ingest(case_dir: str | os.PathLike[str], **kwargs: Any) -> SparkIngest:
-    """Parse evidence on the Spark executors into a new Parquet case (see :func:`forensics.spark.ingest.ingest`)."""
-    from forensics.spark.ingest import ingest as run
+    """Parse evidence on the Spark executors into a new Parquet case (see :func:`forensics.spark.distributed.ingest`)."""
+    from forensics.spark.distributed import ingest as run
 
     return run(case_dir, **kwargs)
 

@@ -21,7 +21,7 @@ from forensics.case import open_case
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from forensics.spark.ingest import IngestOptions, PlannedFile
+    from forensics.spark.distributed import IngestOptions, PlannedFile
 
 
 def final_file_ids(evidence: pa.Table, files: Sequence[PlannedFile]) -> tuple[dict[int, int], dict[int, int]]:
