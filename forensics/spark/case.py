@@ -251,7 +251,7 @@ class SparkCase(Case):
         """Run ``queries/<name>.sql`` on Spark and keep the result distributed (a Spark DataFrame).
 
         Its own ``<name>.spark.sql`` is run instead of the translation when it exists. A query with
-        an input gets the input's result (materialised) as ``<input>_result`` for its run.
+        its inputs get each input's result (materialised) as ``<input>_result`` for its run.
         """
         q = load_query(name)
         declared = set(q.all_param_names())
@@ -267,20 +267,19 @@ class SparkCase(Case):
         except TranslationError as exc:
             raise QueryError(f"query {name}: {exc}", where=q.source) from exc
         own = {k: v for k, v in params.items() if k in set(q.param_names)}
-        view = None
+        views: list[str] = []
         try:
-            if q.inputs:
-                (inp,) = q.inputs
+            for inp in q.inputs:
                 src = self._result(inp, {k: params[k] for k in load_query(inp).all_param_names()})
-                view = f"{inp}_result"
-                self.spark.createDataFrame(src).createOrReplaceTempView(view)
+                views.append(f"{inp}_result")
+                self.spark.createDataFrame(src).createOrReplaceTempView(views[-1])
             return run_steps(self.spark, steps, own)
         except Exception as exc:
             if isinstance(exc, QueryError):
                 raise
             raise QueryError(f"query {name} failed on Spark: {_first_line(exc)}", where=q.source) from exc
         finally:
-            if view is not None:
+            for view in views:
                 self.spark.catalog.dropTempView(view)
 
     def run_query(self, name: str, params: dict[str, Any]) -> duckdb.DuckDBPyRelation:
