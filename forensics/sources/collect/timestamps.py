@@ -105,7 +105,7 @@ class Parsed:
 
 
 def _two(d: np.ndarray, i: int) -> np.ndarray:
-    return np.asarray(d[:, i] * 10 + d[:, i + 1], dtype=np.int64)
+    return np.asarray(d[:, i] * 10 + d[:, i + 1], dtype=np.int32)
 
 
 def parse_rfc3339(buf: np.ndarray, pos: np.ndarray, *, date_sep_t_only: bool = False) -> Parsed:
@@ -123,49 +123,53 @@ def parse_rfc3339(buf: np.ndarray, pos: np.ndarray, *, date_sep_t_only: bool = F
     pos = pos.astype(np.int64)
     n = int(pos.shape[0])
     w = window(buf, pos, WINDOW)
-    d = w.astype(np.int16) - _ZERO
-    digits = (d >= 0) & (d <= 9)
-    sep_t = (w[:, 10] == ord("T")) | (w[:, 10] == ord("t"))
+    dg = w - np.uint8(_ZERO)  # wraps below '0': one compare tells digits
+    isd = dg < 10
+    sep = w[:, 10]
+    sep_t = (sep == ord("T")) | (sep == ord("t"))
     if not date_sep_t_only:
-        sep_t |= w[:, 10] == ord(" ")
+        sep_t |= sep == ord(" ")
     ok = (
-        digits[:, _DIGIT_POS].all(axis=1)
+        isd[:, _DIGIT_POS].all(axis=1)
         & (w[:, 4] == ord("-")) & (w[:, 7] == ord("-")) & sep_t
         & (w[:, 13] == ord(":")) & (w[:, 16] == ord(":"))
     )
-    y = d[:, 0].astype(np.int64) * 1000 + d[:, 1] * 100 + d[:, 2] * 10 + d[:, 3]
+    d = dg[:, :19].astype(np.int32)
+    y = d[:, 0] * 1000 + d[:, 1] * 100 + d[:, 2] * 10 + d[:, 3]
     mo, dd, hh, mi, ss = _two(d, 5), _two(d, 8), _two(d, 11), _two(d, 14), _two(d, 17)
     mdays = _MDAYS[np.clip(mo, 0, 12)] - ((mo == 2) & ~_leap(y))
     ok &= (mo >= 1) & (mo <= 12) & (dd >= 1) & (dd <= mdays) & (hh <= 23) & (mi <= 59) & (ss <= 60)
     # Fraction: '.' or ',' then up to 9 digits (more digits are read over and ignored).
     has_frac = (w[:, 19] == ord(".")) | (w[:, 19] == ord(","))
-    fd = digits[:, 20:29] & has_frac[:, None]
-    run = np.cumprod(fd, axis=1).astype(bool)
+    run = np.logical_and.accumulate(isd[:, 20:29] & has_frac[:, None], axis=1)
     nfrac = run.sum(axis=1)
-    frac_ns = (np.where(run, d[:, 20:29], 0).astype(np.int64) * _POW10).sum(axis=1)
+    frac_ns = np.where(run, dg[:, 20:29], 0).astype(np.int64) @ _POW10
     extra = np.zeros(n, dtype=np.int64)
     if n and bool((nfrac == 9).any()):
         # more than 9 digits (rare): skip them
-        more = np.cumprod(digits[:, 29:WINDOW] & (nfrac == 9)[:, None], axis=1).sum(axis=1)
-        extra = more.astype(np.int64)
-    z = 19 + np.where(has_frac & (nfrac > 0), 1 + nfrac + extra, 0)
-    zw = window(buf, pos + z, 6)
+        extra = np.logical_and.accumulate(isd[:, 29:WINDOW] & (nfrac == 9)[:, None], axis=1).sum(axis=1)
+    z = 19 + np.where(nfrac > 0, 1 + nfrac + extra, 0)
+    if bool((z + 6 <= WINDOW).all()):
+        zw = np.take_along_axis(w, z[:, None] + np.arange(6)[None, :], axis=1)
+    else:
+        zw = window(buf, pos + z, 6)
     zc = zw[:, 0]
     is_z = (zc == ord("Z")) | (zc == ord("z"))
     sign = np.where(zc == ord("+"), 1, np.where(zc == ord("-"), -1, 0))
-    zd = zw.astype(np.int16) - _ZERO
-    zdig = (zd >= 0) & (zd <= 9)
+    zd = zw - np.uint8(_ZERO)
+    zdig = zd < 10
     colon = zw[:, 3] == ord(":")
     hh_ok = zdig[:, 1] & zdig[:, 2]
     mm_ok = np.where(colon, zdig[:, 4] & zdig[:, 5], zdig[:, 3] & zdig[:, 4])
     is_off = (sign != 0) & hh_ok & mm_ok
-    off_h = zd[:, 1].astype(np.int64) * 10 + zd[:, 2]
-    off_m = np.where(colon, zd[:, 4].astype(np.int64) * 10 + zd[:, 5], zd[:, 3].astype(np.int64) * 10 + zd[:, 4])
+    zi = zd.astype(np.int64)
+    off_h = zi[:, 1] * 10 + zi[:, 2]
+    off_m = np.where(colon, zi[:, 4] * 10 + zi[:, 5], zi[:, 3] * 10 + zi[:, 4])
     offset_s = np.where(is_off, sign * (off_h * 3600 + off_m * 60), 0)
     zlen = np.where(is_z, 1, np.where(is_off, np.where(colon, 6, 5), 0))
     days = days_from_civil(y, np.clip(mo, 1, 12), np.clip(dd, 1, 31))
-    us = days * _US_PER_DAY + ((hh * 60 + mi) * 60 + np.minimum(ss, 59)) * _US_PER_S + frac_ns // 1000
-    us = us - offset_s * _US_PER_S
+    secs = (hh.astype(np.int64) * 60 + mi) * 60 + np.minimum(ss, 59)
+    us = days * _US_PER_DAY + secs * _US_PER_S + frac_ns // 1000 - offset_s * _US_PER_S
     zoned = ok & (is_z | is_off)
     end = pos + z + zlen
     return Parsed(us=np.where(ok, us, 0), end=np.where(ok, end, pos), ok=ok, zoned=zoned,
