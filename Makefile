@@ -33,8 +33,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Both cores (pytest-xdist): whole files go to a worker (--dist loadfile), so a module's fixtures
+# and the one Spark session are built once; the ingested sample is built once and shared by the
+# workers (tests/conftest.py build_once). PYTEST_JOBS=0 runs serially.
+PYTEST_JOBS ?= 2
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_JOBS) --dist loadfile
 
 ## golden: rewrite tests/golden/* from the current code (review the diff; explain it in the commit)
 golden: $(STAMP)

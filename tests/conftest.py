@@ -8,10 +8,13 @@ The sample case is ingested once per session (it is the slow part of the suite).
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import itertools
 import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -190,25 +193,95 @@ def sample_truth() -> dict[str, Any]:
     return data
 
 
-@pytest.fixture(scope="session")
-def sample_case_path(tmp_path_factory: pytest.TempPathFactory, sample_truth: dict[str, Any]) -> Iterator[Path]:
-    """Path of a case database with the whole sample (gateway + engine) ingested.
+def shared_dir(factory: pytest.TempPathFactory) -> Path:
+    """A directory of this run that every pytest-xdist worker sees (the run's base temp).
 
-    ``FORENSICS_TEST_SAMPLE_CASE`` names an already ingested copy to start from (the mutation run
-    sets it for mutants that leave the loaders alone); opening it read-write re-creates the views
-    of the current ``schema.sql``, so a mutated view is still what the tests read.
+    Serial runs: the session's base temp. Build shared things in it with :func:`build_once`.
     """
-    path = tmp_path_factory.mktemp("sample") / "case.duckdb"
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def build_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """``shared_dir/name``, built by ``build(dir)`` once per run however many workers ask for it.
+
+    The first worker to ask builds it under a file lock while the others wait, then all of them
+    use it read-only (never write into it: make a copy). A build that failed is tried again by
+    the next asker, so each one reports the failure.
+
+    Example (a session fixture others can reuse)::
+
+        @pytest.fixture(scope="session")
+        def big_thing(tmp_path_factory):
+            return build_once(tmp_path_factory, "big-thing", lambda d: make_it(d / "x"))
+    """
+    root = shared_dir(factory) / "shared"
+    root.mkdir(exist_ok=True)
+    target, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir()
+            build(target)
+            done.touch()
+    return target
+
+
+def _ingest_sample(out: Path) -> None:
+    path = out / "case.duckdb"
     prebuilt = os.environ.get("FORENSICS_TEST_SAMPLE_CASE")
     if prebuilt:
         shutil.copyfile(prebuilt, path)
         forensics.open_case(path).close()
-        yield path
         return
     with forensics.open_case(path, now=dt.datetime(2026, 10, 1)) as case:
         case.ingest_gateway(SAMPLE / "gateway")
         case.ingest_engine(SAMPLE / "engine", tz="Asia/Singapore")
-    yield path
+
+
+def _sample_path(factory: pytest.TempPathFactory) -> Path:
+    return build_once(factory, "sample-case", _ingest_sample) / "case.duckdb"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # The docstring examples call forensics.sample.sample_case(), which would ingest the sample
+    # again in every process: they open the suite's shared copy instead (same files, same clock).
+    import forensics.sample
+
+    factory: pytest.TempPathFactory = session.config._tmp_path_factory  # type: ignore[attr-defined]
+    forensics.sample._sample_case_path = lambda: _sample_path(factory)  # type: ignore[assignment]
+
+
+@pytest.fixture(scope="session")
+def sample_case_path(tmp_path_factory: pytest.TempPathFactory, sample_truth: dict[str, Any]) -> Path:
+    """Path of a case database with the whole sample (gateway + engine) ingested, read-only.
+
+    Ingested once per run, shared by every xdist worker and by the docstring examples
+    (``forensics.sample.sample_case()``); copy it before writing. ``FORENSICS_TEST_SAMPLE_CASE``
+    names an already ingested copy to start from (the mutation run sets it for mutants that leave
+    the loaders alone); opening it read-write re-creates the views of the current ``schema.sql``,
+    so a mutated view is still what the tests read.
+    """
+    return _sample_path(tmp_path_factory)
+
+
+def _investigate_sample(out: Path) -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "forensics", "investigate", str(out / "case.duckdb"),
+         "--gateway", str(SAMPLE / "gateway"), "--engine", str(SAMPLE / "engine"),
+         "--engine-tz", "Asia/Singapore", "--out", str(out), "--replace", "--quiet"],
+        capture_output=True, text=True,
+    )
+    assert res.returncode == 0, res.stderr
+
+
+@pytest.fixture(scope="session")
+def sample_investigation(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The directory ``forensics investigate`` wrote for the bundled sample (what ``make demo``
+    runs, through the real entry point): its case, CSVs, report, charts and packets. Run once per
+    run and shared by every worker: read it, never write into it."""
+    return build_once(tmp_path_factory, "investigation", _investigate_sample)
 
 
 @pytest.fixture(scope="session")

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
 
 EXPECTED_OUTPUTS = [
     "affected_requests.csv", "affected_tenants.csv", "exposure_windows.csv", "hidden_errors.csv",
@@ -23,16 +19,8 @@ EXPECTED_OUTPUTS = [
 
 
 @pytest.fixture(scope="module")
-def investigated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("demo")
-    res = subprocess.run(
-        [sys.executable, "-m", "forensics", "investigate", str(out / "case.duckdb"),
-         "--gateway", str(ROOT / "sample_data" / "gateway"), "--engine", str(ROOT / "sample_data" / "engine"),
-         "--engine-tz", "Asia/Singapore", "--out", str(out), "--replace", "--quiet"],
-        capture_output=True, text=True,
-    )
-    assert res.returncode == 0, res.stderr
-    return out
+def investigated(sample_investigation: Path) -> Path:
+    return sample_investigation
 
 
 def _truth_rows(truth: dict[str, Any], key: str) -> int:

@@ -17,9 +17,7 @@ from typing import Any
 
 import pytest
 
-from forensics.case import Case
 from forensics.outputs.escape import csv_uncell
-from forensics.pipeline import write_outputs
 
 
 class _Tables(HTMLParser):
@@ -89,10 +87,9 @@ def _csv(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def outputs(sample_case: Case, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("outputs")
-    write_outputs(sample_case, out, charts_html=False)
-    return out
+def outputs(sample_investigation: Path) -> Path:
+    """What ``forensics investigate`` wrote for the sample: report renderings and CSVs of one case."""
+    return sample_investigation
 
 
 def _num(text: str) -> int:
