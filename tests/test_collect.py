@@ -317,6 +317,14 @@ def test_kubectl_line_split_by_the_runtime_is_put_back_together(tmp_path: Path) 
     assert [g[1] for g in got] == [text]
 
 
+def test_kubectl_keeps_a_timestamp_that_is_the_lines_own_text(tmp_path: Path) -> None:
+    own = "2026-08-27T03:09:59.000000000Z "  # quoted by the program, not a chunk boundary
+    text = "[2026-08-27 11:10:00] Receive: obj=GenerateReqInput(" + "x" * 6000 + own + "y" * 20000 + ")"
+    chunks = [text[i : i + 16384] for i in range(0, len(text), 16384)]
+    line = "".join(f"2026-08-27T03:10:00.{k:09d}Z {c}" for k, c in enumerate(chunks))
+    assert [g[1] for g in rows(_w(tmp_path / "k.log", (line + "\n").encode()))[0]] == [text]
+
+
 def test_wrapper_lines_it_cannot_read_are_rejected_never_handed_on(tmp_path: Path) -> None:
     body = (FIX / "cri-containerd.log").read_bytes() + b"this is not a CRI record\n"
     got, rej, res = rows(_w(tmp_path / "0.log", body))

@@ -129,3 +129,47 @@ def test_kubernetes_place_of_a_pod_log() -> None:
     k = kubernetes_place(Path(f"/evidence/node7/var/log/pods/llm_glm53-prefill-0_{UID}/sglang/3.log.gz"))
     assert k is not None and (k.pod, k.namespace, k.container) == ("glm53-prefill-0", "llm", "sglang")
     assert kubernetes_place(Path("/logs/prefill-0/sglang.log")) is None
+
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "collect"
+
+
+def test_mixed_directory_each_file_its_wrapper_through_the_cli(tmp_path: Path) -> None:
+    """One directory of CRI, Docker, journald and Loki files, through `forensics ingest` with
+    `--engine-tz auto` and `--node-map`: every file detected on its own, pods to nodes by the map."""
+    import shutil
+    import subprocess
+    import sys
+
+    import forensics
+
+    ev = tmp_path / "evidence"
+    for sub, name in [("a", "cri-containerd.log"), ("b", "docker-json.log"), ("c", "journald.json"),
+                      ("d", "loki.jsonl")]:
+        (ev / sub).mkdir(parents=True)
+        shutil.copy(FIX / name, ev / sub / "x.log")
+    (tmp_path / "nodes.toml").write_text('[nodes]\n"^glm53-prefill-(\\\\d+)" = "prefill-\\\\1"\n')
+    res = subprocess.run([sys.executable, "-m", "forensics", "ingest", str(tmp_path / "c.duckdb"), "--engine", str(ev),
+                          "--engine-tz", "auto", "--node-map", str(tmp_path / "nodes.toml"), "--quiet"],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    with forensics.open_case(tmp_path / "c.duckdb", read_only=True) as case:
+        got = case.sql("SELECT regexp_extract(path, '/([a-d])/x.log$', 1), wrapper, tz FROM evidence_files "
+                       "ORDER BY 1").fetchall()
+        nodes = case.sql("SELECT DISTINCT node FROM engine_rejections ORDER BY 1").fetchall()
+    assert got == [("a", "cri", "auto:+08:00"), ("b", "docker-json", "auto:+08:00"),
+                   ("c", "journald-json", "auto:+08:00"), ("d", "loki-jsonl", "auto:+08:00")]
+    # the CRI file names no pod: its directory is the node; Loki's lines name theirs: the map's node
+    assert nodes == [("a",), ("prefill-1",)]
+
+
+def test_bad_node_map_is_a_one_line_cli_error(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "nodes.toml").write_text("[nodes]\n'(' = 'x'\n")
+    res = subprocess.run([sys.executable, "-m", "forensics", "ingest", str(tmp_path / "c.duckdb"), "--engine",
+                          str(FIX / "cri-o.log"), "--node-map", str(tmp_path / "nodes.toml")],
+                         capture_output=True, text=True)
+    assert res.returncode != 0 and "invalid regular expression" in res.stderr
+    assert "Traceback" not in res.stderr

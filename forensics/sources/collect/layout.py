@@ -38,7 +38,9 @@ import pyarrow.compute as pc
 from forensics.errors import InputError, MappingError, ParameterError
 
 _COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd")
-_METRICS = re.compile(r"sglang-request-metrics-(?P<d>\d{8})_(?P<h>\d{2})")
+#: ``--export-metrics-to-file`` files (request-metrics JSONL), by name: the one rule read by name
+#: (the file's *kind*, never its wrapper): ``sglang-request-metrics-YYYYMMDD_HH.log``
+METRICS_RE = re.compile(r"sglang-request-metrics-(?P<d>\d{8})_(?P<h>\d{2})")
 #: kubelet: /var/log/pods/<namespace>_<pod>_<uid>/<container>/<restart>.log[.<YYYYMMDD-HHMMSS>][.gz]
 _POD_DIR = re.compile(r"^(?P<ns>[a-z0-9][a-z0-9\-]*)_(?P<pod>[a-z0-9][a-z0-9.\-]*)_(?P<uid>[0-9a-f\-]{8,})$")
 _KUBELET_FILE = re.compile(r"^(?P<n>\d+)\.log(?:\.(?P<ts>\d{8}-\d{6}))?(?:\.(?:gz|zst|zstd))?$")
@@ -338,7 +340,7 @@ def resolve_sources(
         if r in seen:
             continue
         seen.add(r)
-        s.kind = "metrics" if _METRICS.search(s.path.name) else "log"
+        s.kind = "metrics" if METRICS_RE.search(s.path.name) else "log"
         s.order = (s.node, s.kind != "log", s.pod or "", *rotation_key(s.path.resolve() if s.path.is_symlink() else s.path))
         unique.append(s)
     unique.sort(key=lambda s: s.order)

@@ -203,22 +203,9 @@ class Kubectl(Wrapper):
         starts, ends = starts.copy(), ends.copy()
         for i in long.tolist():
             text = buf[starts[i]:ends[i]].tobytes()
-            m = _KTS.search(text, 1)
-            if m is None:
+            joined = _unsplit_one(text)
+            if joined is None:
                 continue
-            step = m.start()
-            out, pos = [text[:step]], step
-            while True:
-                mm = _KTS.match(text, pos)
-                if mm is None:
-                    out.append(text[pos:])
-                    break
-                nxt = mm.end() + step
-                out.append(text[mm.end():nxt])
-                pos = nxt
-                if pos >= len(text):
-                    break
-            joined = b"".join(out)
             starts[i] = base
             ends[i] = base + len(joined)
             base += len(joined)
@@ -226,6 +213,37 @@ class Kubectl(Wrapper):
         if not extra:
             return buf, starts, ends
         return np.concatenate([buf, np.frombuffer(b"".join(extra), dtype=np.uint8)]), starts, ends
+
+
+def _unsplit_one(text: bytes) -> bytes | None:
+    """One ``kubectl --timestamps`` line without the timestamps the runtime's chunks left inside it.
+
+    The chunk size ``L`` is the first embedded timestamp's position (at least 4 KiB: containerd's
+    buffer); it is taken only if the chunks are consistent: another timestamp after each ``L``
+    bytes of text, or the text ending there. Else the line is left as it is (a timestamp that is
+    only the line's own text is never removed).
+
+    Example:
+        >>> t = b"a" * 5000 + b"2026-08-27T03:10:00.000000001Z " + b"b" * 10
+        >>> _unsplit_one(t) == b"a" * 5000 + b"b" * 10
+        True
+    """
+    for m in _KTS.finditer(text, 4096):
+        step = m.start()
+        out, pos, fine = [text[:step]], step, True
+        while True:
+            mm = _KTS.match(text, pos)
+            if mm is None:
+                fine = False
+                break
+            nxt = mm.end() + step
+            out.append(text[mm.end():nxt])
+            if nxt >= len(text):
+                break
+            pos = nxt
+        if fine:
+            return b"".join(out)
+    return None
 
 
 #: ``<host> <identifier>[<pid>]: `` after a syslog-style timestamp (journalctl short*, rsyslog files).
