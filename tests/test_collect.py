@@ -213,6 +213,10 @@ WRAPPED: list[tuple[str, str, list[tuple[Any, ...]], dict[str, int]]] = [
          "glm53-prefill-1-7d9f8c6b5-k2x9p", "glm53-prefill-1", 1),
         (2, "[2026-08-27 11:10:01] INFO:", T + "1.000000", "glm53-prefill-1-7d9f8c6b5-k2x9p", "glm53-prefill-1", 1),
     ], {"lines": 2}),
+    ("loki-raw.log", "plain", [  # `logcli query -o raw`: the bare lines, no time, no labels
+        (1, "[2026-08-27 11:10:00 TP0] Input length (702133 tokens)", None, None, None, 1),
+        (2, "[2026-08-27 11:10:01] INFO:", None, None, None, 1),
+    ], {"lines": 2}),
     ("es-search.json", "es-hits", [
         (9, "[2026-08-27 11:10:00 TP0] max_total_num_tokens=681280", T + "0.123000", "glm53-prefill-0",
          "glm53-prefill-0", 13),
@@ -248,6 +252,15 @@ WRAPPED: list[tuple[str, str, list[tuple[Any, ...]], dict[str, int]]] = [
         (2, "[2026-08-27 11:10:00 TP0] KV Cache is allocated", T + "0.123456", "glm53-prefill-0", "glm53-prefill-0", 23),
         (25, "[2026-08-27 11:10:01 TP0] Prefill batch", T + "1.000000", "glm53-prefill-0", "glm53-prefill-0", 8),
     ], {"lines": 33, "framing": 2}),
+    ("gcp-logging-sink.ndjson", "gcp-logging-lines", [  # a sink's export to Cloud Storage
+        (1, "[2026-08-27 11:10:00 TP0] Input length (702133 tokens)", T + "0.123456", "glm53-prefill-0-7d9f8",
+         "glm53-prefill-0", 1),
+        (2, "[2026-08-27 11:10:01 TP0] Prefill batch", T + "1.000000", "glm53-prefill-0-7d9f8", "glm53-prefill-0", 1),
+    ], {"lines": 2}),
+    ("cloudwatch-events.ndjson", "cloudwatch-lines", [  # events one per line (`jq -c '.events[]'`)
+        (1, "[2026-08-27 11:10:00 TP0] Input length (702133 tokens)", T + "0.123000", "glm53-prefill-1",
+         "glm53-prefill-1", 1),
+    ], {"lines": 1}),
     ("datadog-archive.ndjson", "datadog", [
         (1, "[2026-08-27 11:10:00 TP0] Prefill batch", T + "0.123000", "glm53-prefill-0", "glm53-prefill-0", 1),
     ], {"lines": 1}),

@@ -135,19 +135,22 @@ FIX = Path(__file__).resolve().parent / "fixtures" / "collect"
 
 
 def test_mixed_directory_each_file_its_wrapper_through_the_cli(tmp_path: Path) -> None:
-    """One directory of CRI, Docker, journald and Loki files, through `forensics ingest` with
-    `--engine-tz auto` and `--node-map`: every file detected on its own, pods to nodes by the map."""
-    import shutil
+    """One directory of CRI (gzip), Docker, journald and Loki (zstd) files, all named `x.log`,
+    through `forensics ingest` with `--engine-tz auto` and `--node-map`: every file detected on its
+    own from its content, pods to nodes by the map."""
+    import gzip
     import subprocess
     import sys
+
+    import zstandard
 
     import forensics
 
     ev = tmp_path / "evidence"
-    for sub, name in [("a", "cri-containerd.log"), ("b", "docker-json.log"), ("c", "journald.json"),
-                      ("d", "loki.jsonl")]:
+    for sub, name, pack in [("a", "cri-containerd.log", gzip.compress), ("b", "docker-json.log", bytes),
+                            ("c", "journald.json", bytes), ("d", "loki.jsonl", zstandard.ZstdCompressor().compress)]:
         (ev / sub).mkdir(parents=True)
-        shutil.copy(FIX / name, ev / sub / "x.log")
+        (ev / sub / "x.log").write_bytes(pack((FIX / name).read_bytes()))
     (tmp_path / "nodes.toml").write_text('[nodes]\n"^glm53-prefill-(\\\\d+)" = "prefill-\\\\1"\n')
     res = subprocess.run([sys.executable, "-m", "forensics", "ingest", str(tmp_path / "c.duckdb"), "--engine", str(ev),
                           "--engine-tz", "auto", "--node-map", str(tmp_path / "nodes.toml"), "--quiet"],

@@ -127,7 +127,84 @@ def test_auto_offsets_follow_a_dst_change_inside_the_file() -> None:
     assert offs.tolist() == [int(o // 1_000_000) for o in off]
 
 
+def test_auto_offsets_follow_a_dst_change_inside_one_run() -> None:
+    # a small file is one run of lines: the change inside it is followed, the lagging line is not
+    col = np.array([us(2026, 10, 25, 0, 0) + k * 60 * 1_000_000 for k in range(120)])
+    off = np.where(col < us(2026, 10, 25, 1, 0), 2 * H, H)
+    loc = col + off
+    loc[10] -= 20 * 60 * 1_000_000
+    offs, _ = tzs.auto_offsets(loc, col)
+    assert offs.tolist() == [int(o // 1_000_000) for o in off]
+
+
 def test_has_transition() -> None:
     assert tzs.has_transition("Europe/Berlin", us(2026, 10, 20), us(2026, 10, 30))
     assert not tzs.has_transition("Europe/Berlin", us(2026, 7, 1), us(2026, 7, 30))
     assert not tzs.has_transition("UTC+08:00", us(2026, 1, 1), us(2026, 12, 31))
+
+
+# -- through the loader: a DST change inside the window, in Europe/Berlin (#11 §4) ----------------
+
+def _decode(local: str) -> str:
+    return (f"[{local} TP0] Decode batch, #running-req: 1, #token: 100, token usage: 0.00, "
+            "gen throughput (token/s): 10.00, #queue-req: 0, ")
+
+
+def _cri(utc: str, text: str) -> str:
+    return f"{utc}Z stderr F {text}"
+
+
+def _ingest(tmp_path: Path, lines: list[str], tz: str) -> tuple[list[dt.datetime | None], list[str], str | None]:
+    f = tmp_path / "p0.log"
+    f.write_text("".join(line + "\n" for line in lines))
+    with forensics.open_case(tmp_path / "c.duckdb") as case:
+        s = case.ingest_engine([f], tz=tz)
+        ts = [r[0] for r in case.sql("SELECT ts FROM engine_batches ORDER BY line_no").fetchall()]
+        ((recorded,),) = case.sql("SELECT tz FROM evidence_files").fetchall()
+    return ts, [w for fs in s.files for w in fs.warnings], recorded
+
+
+def utc(*a: int) -> dt.datetime:
+    return dt.datetime(*a)
+
+
+DST_INGEST = [
+    # label, file lines, --engine-tz, engine_batches.ts (UTC, naive), words of the file's warning
+    ("autumn hour placed by the collector",  # both lines say 02:30; CRI's UTC says which pass
+     [_cri("2026-10-25T00:30:00.2", _decode("2026-10-25 02:30:00")),
+      _cri("2026-10-25T01:30:00.2", _decode("2026-10-25 02:30:00"))],
+     "Europe/Berlin", [utc(2026, 10, 25, 0, 30), utc(2026, 10, 25, 1, 30)], "placed by the collector's time"),
+    ("autumn hour placed by the line order",  # plain: the clock going back shows the second pass
+     [_decode("2026-10-25 01:50:00"), _decode("2026-10-25 02:40:00"), _decode("2026-10-25 02:10:00"),
+      _decode("2026-10-25 03:10:00")],
+     "Europe/Berlin", [utc(2026, 10, 24, 23, 50), utc(2026, 10, 25, 0, 40), utc(2026, 10, 25, 1, 10),
+                       utc(2026, 10, 25, 2, 10)], "or the line order"),
+    ("autumn hour nothing resolves: unknown, never guessed",
+     [_decode("2026-10-25 02:20:00"), _decode("2026-10-25 02:30:00")],
+     "Europe/Berlin", [None, None], "neither a collector time nor the line order"),
+    ("spring gap: a time that never existed is unknown",
+     [_decode("2026-03-29 01:59:00"), _decode("2026-03-29 02:30:00"), _decode("2026-03-29 03:00:00")],
+     "Europe/Berlin", [utc(2026, 3, 29, 0, 59), None, utc(2026, 3, 29, 1, 0)], "spring DST gap"),
+]
+
+
+@pytest.mark.parametrize(("label", "lines", "tz", "want", "words"), DST_INGEST, ids=[d[0] for d in DST_INGEST])
+def test_dst_inside_the_window_through_the_loader(tmp_path: Path, label: str, lines: list[str], tz: str,
+                                                  want: list[dt.datetime | None], words: str) -> None:
+    ts, warnings, _ = _ingest(tmp_path, lines, tz)
+    assert ts == want
+    assert any(words in w for w in warnings), warnings
+
+
+def test_engine_tz_auto_records_a_dst_change_inside_the_file(tmp_path: Path) -> None:
+    # CRI times in UTC beside Berlin local times: +02:00 until 01:00 UTC, then +01:00 (the offsets
+    # are listed most frequent first: a line a minute before the change, every 2 minutes after)
+    lines = []
+    minutes = [*range(0, 60), *range(60, 120, 2)]
+    for k in minutes:  # 00:00-02:00 UTC
+        at = dt.datetime(2026, 10, 25, 0, 0) + dt.timedelta(minutes=k)
+        local = at + dt.timedelta(hours=2 if at.hour < 1 else 1)
+        lines.append(_cri(at.strftime("%Y-%m-%dT%H:%M:%S.1"), _decode(local.strftime("%Y-%m-%d %H:%M:%S"))))
+    ts, _, recorded = _ingest(tmp_path, lines, "auto")
+    assert recorded == "auto:+02:00/+01:00"
+    assert ts == [dt.datetime(2026, 10, 25, 0, 0) + dt.timedelta(minutes=k) for k in minutes]

@@ -228,7 +228,7 @@ def _by_order(local_us: np.ndarray, open_: np.ndarray, first: np.ndarray, second
         g = idx[day == d]
         t = local_us[g]
         runmax = np.maximum.accumulate(t)
-        back = np.flatnonzero(t < runmax - 1800 * _US)
+        back = np.flatnonzero(t <= runmax - 1800 * _US)  # back by 30 minutes or more
         if not back.size:
             continue  # no second pass seen: cannot tell which pass these are
         k = int(back[0])
@@ -371,9 +371,10 @@ def auto_offsets(local_us: np.ndarray, collector_us: np.ndarray, *, chunk: int =
 
     Lines in file order. Each run of ``chunk`` lines takes its most frequent measured offset (a
     line whose collector time lagged, say a buffered stdout line, cannot move it); where two
-    neighbouring runs differ (a DST change inside the file), lines take their own measured offset
-    when it is one of the two. Lines without a collector time take their run's offset, or the
-    file's. Returns the offsets and the file's estimate (unknown when nothing was comparable).
+    neighbouring runs differ, or a run holds lines of two offsets one DST step apart (a DST change
+    inside the file), lines take their own measured offset when it is one of them, and the other
+    lines of that run the offset of the line before them. Elsewhere lines without a collector time
+    take their run's offset, or the file's. Returns the offsets and the file's estimate (unknown when nothing was comparable).
 
     Example:
         >>> h = 3600 * 1_000_000
@@ -399,17 +400,32 @@ def auto_offsets(local_us: np.ndarray, collector_us: np.ndarray, *, chunk: int =
             vals, counts = np.unique(v, return_counts=True)
             modes[c] = vals[np.argmax(counts)]
     out = np.repeat(modes, chunk)[:n]
+    # offsets the file really runs at: seen on at least 2 lines and 1 % of the comparable ones (a
+    # lagging line's odd offset is not one of them)
+    vals, counts = np.unique(per[both], return_counts=True)
+    real = {int(v) for v, k in zip(vals.tolist(), counts.tolist(), strict=True)
+            if k >= max(2, 0.01 * int(both.sum()))}
     for c in range(n_chunks):
         neighbours = {int(modes[c])}
         if c > 0:
             neighbours.add(int(modes[c - 1]))
         if c + 1 < n_chunks:
             neighbours.add(int(modes[c + 1]))
+        sl = slice(c * chunk, min(n, (c + 1) * chunk))
+        # a change inside the run itself (a small file is one run): its own real offsets count too
+        # when they are one DST step (30 or 60 minutes) from the run's
+        here, k = np.unique(per[sl][both[sl]], return_counts=True)
+        neighbours |= {int(o) for o, m in zip(here.tolist(), k.tolist(), strict=True)
+                       if o in real and m >= 2 and abs(int(o) - int(modes[c])) in (1800, 3600)}
         if len(neighbours) > 1:
-            sl = slice(c * chunk, min(n, (c + 1) * chunk))
             mine = per[sl]
             take = both[sl] & np.isin(mine, list(neighbours))
-            seg = out[sl]
-            seg[take] = mine[take]
-            out[sl] = seg
+            if take.any():
+                # the other lines (a lagging one, one without collector time) take the offset of the
+                # nearest line before them that showed one (after them at the run's start)
+                pos = np.where(take, np.arange(take.size), -1)
+                np.maximum.accumulate(pos, out=pos)
+                first = int(np.flatnonzero(take)[0])
+                pos[pos < 0] = first
+                out[sl] = mine[pos]
     return out, est
