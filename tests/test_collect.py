@@ -14,6 +14,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import zstandard
 
@@ -410,3 +411,42 @@ def test_docker_records_decode_exactly_as_json_does(tmp_path: Path, attrs: bool)
     want += ["partial without newline", " continued"]
     assert [g[1] for g in got] == want and rej == []
     assert [g[0] for g in got] == [1, 2, 3, 4, 5, 6, 7, 9] and got[6][5] == 2
+
+
+# -- the compiled RFC 3339 parse (collect.kernels.rfc3339, behind timestamps.parse_rfc3339) -------
+
+RFC3339 = [
+    # text, microseconds since the epoch (UTC; naive values as written), zoned, offset s, consumed
+    ("2026-08-27T03:10:00Z", dt.datetime(2026, 8, 27, 3, 10), True, 0, 20),
+    ("2026-08-27T03:10:00.123456789Z", dt.datetime(2026, 8, 27, 3, 10, 0, 123456), True, 0, 30),
+    ("2026-08-27T03:10:00.5Z", dt.datetime(2026, 8, 27, 3, 10, 0, 500000), True, 0, 22),
+    ("2026-08-27t03:10:00,25z", dt.datetime(2026, 8, 27, 3, 10, 0, 250000), True, 0, 23),
+    ("2026-08-27T11:10:00.000001+08:00", dt.datetime(2026, 8, 27, 3, 10, 0, 1), True, 28800, 32),
+    ("2026-08-26T22:40:00-0430", dt.datetime(2026, 8, 27, 3, 10), True, -16200, 24),
+    ("2026-08-27T03:10:00.1234567891234Z", dt.datetime(2026, 8, 27, 3, 10, 0, 123456), True, 0, 34),
+    ("2026-08-27 03:10:00 x", dt.datetime(2026, 8, 27, 3, 10), False, 0, 19),
+    ("2026-08-27T03:10:00.Z", dt.datetime(2026, 8, 27, 3, 10), False, 0, 19),  # '.' without digits
+    ("2024-02-29T00:00:00Z", dt.datetime(2024, 2, 29), True, 0, 20),
+    ("1969-12-31T23:59:59Z", dt.datetime(1969, 12, 31, 23, 59, 59), True, 0, 20),
+    ("2026-12-31T23:59:60Z", dt.datetime(2026, 12, 31, 23, 59, 59), True, 0, 20),  # a leap second: :59
+    ("2026-02-29T00:00:00Z", None, False, 0, 0),  # not a leap year
+    ("2026-13-01T00:00:00Z", None, False, 0, 0),
+    ("2026-08-27T24:00:00Z", None, False, 0, 0),
+    ("2026-08-27X03:10:00Z", None, False, 0, 0),
+    ("2026-08-27T03:10", None, False, 0, 0),  # cut by the end of the buffer
+]
+
+
+@pytest.mark.parametrize(("text", "want", "zoned", "offset", "used"), RFC3339, ids=[r[0] for r in RFC3339])
+def test_rfc3339_parse(text: str, want: dt.datetime | None, zoned: bool, offset: int, used: int) -> None:
+    from forensics.sources.collect.timestamps import parse_rfc3339
+
+    buf = np.frombuffer(text.encode(), dtype=np.uint8)
+    p = parse_rfc3339(buf, np.array([0]))
+    assert bool(p.ok[0]) is (want is not None)
+    if want is not None:
+        epoch = dt.datetime(1970, 1, 1)
+        assert int(p.us[0]) == (want - epoch) // dt.timedelta(microseconds=1)
+        assert (bool(p.zoned[0]), int(p.offset_s[0]), int(p.end[0])) == (zoned, offset, used)
+    assert not parse_rfc3339(np.frombuffer(b"2026-08-27 03:10:00Z", dtype=np.uint8), np.array([0]),
+                             date_sep_t_only=True).ok[0]

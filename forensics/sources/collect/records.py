@@ -693,137 +693,23 @@ class _Fast:
     nl: np.ndarray
 
 
-_LOG_HEAD = np.frombuffer(b'{"log":"', dtype=np.uint8)
-_TIME_KEY = np.frombuffer(b',"time":"', dtype=np.uint8)
-_STREAM_OUT = np.frombuffer(b'","stream":"stdout"', dtype=np.uint8)
-_STREAM_ERR = np.frombuffer(b'","stream":"stderr"', dtype=np.uint8)
-_UNESCAPE = np.zeros(256, dtype=np.int16) - 1
-for _k, _v in {'"': 34, "\\": 92, "/": 47, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9}.items():
-    _UNESCAPE[ord(_k)] = _v
-_HEX = np.full(256, -1, dtype=np.int16)
-for _i, _c in enumerate(b"0123456789abcdef"):
-    _HEX[_c] = _i
-for _i, _c in enumerate(b"ABCDEF"):
-    _HEX[_c] = 10 + _i
-
-
 def _docker_fast(buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray) -> _Fast:
-    """Docker json-file records as moby writes them, read with array operations.
+    """Docker json-file records as moby writes them, read without a JSON parser.
 
     moby's writer (``jsonlogbytes.go``) always writes ``{"log":"...","stream":"...","time":"..."}``
-    in that order; such records are read from fixed positions (the time found from the end), their
-    text unescaped vectorised (most lines have no escape but the final ``\\n`` and stay in place).
-    Other records (``attrs``, an empty ``log``, a surrogate ``\\u`` escape, anything
-    odd) are left to the JSON reader (``ok`` false).
+    in that order; such records are read from fixed positions (the time found from the end) by one
+    compiled pass (:func:`.kernels.docker_records`), their text unescaped in the same pass (most
+    lines have no escape but the final ``\\n`` and stay in place). Other records (``attrs``, an
+    empty ``log``, a lone surrogate, anything odd) are left to the JSON reader (``ok`` false).
     """
-    from forensics.sources.collect.timestamps import parse_rfc3339, window
+    from forensics.sources.collect.kernels import docker_records
+    from forensics.sources.collect.timestamps import parse_rfc3339
 
-    s, e = r_start.astype(np.int64), r_end.astype(np.int64)
-    ok = (window(buf, s, 8) == _LOG_HEAD).all(axis=1) & (e - s >= 8 + 2 + 19 + 9 + 20 + 2)
-    tail = window(buf, e - 2, 2)
-    ok &= (tail[:, 0] == 34) & (tail[:, 1] == 125)
-    # the time value: after the last quote before the closing `"}`
-    w = window(buf, e - 42, 40)
-    rev = w[:, ::-1] == 34
-    has_q = rev.any(axis=1)
-    ts = e - 2 - np.argmax(rev, axis=1)
-    ok &= has_q
-    ok &= (window(buf, ts - 9, 9) == _TIME_KEY).all(axis=1)
-    q = ts - 9
-    st = window(buf, q - 19, 19)
-    is_out = (st == _STREAM_OUT).all(axis=1)
-    is_err = (st == _STREAM_ERR).all(axis=1)
-    ok &= is_out | is_err
+    ok, starts, ends, ts, stream, nl, extra = docker_records(buf, r_start, r_end)
     p = parse_rfc3339(buf, ts, date_sep_t_only=True)
-    ok &= p.ok & p.zoned & (p.end == e - 2)
-    vs, ve = s + 8, q - 19  # the log value, escaped
-    ok &= ve > vs
-    stream = np.where(is_out, STREAM_STDOUT, STREAM_STDERR).astype(np.int8)
-    # escapes: every line ends its text with `\n` (2 bytes); anything else needs unescaping
-    bs = np.flatnonzero(buf == 92)
-    inner = np.searchsorted(bs, ve - 2) - np.searchsorted(bs, vs)
-    ends_nl = (window(buf, ve - 2, 2) == np.frombuffer(b"\\n", dtype=np.uint8)).all(axis=1)
-    # a `\\n` (escaped backslash then n) is not a newline: then the inner count sees that backslash
-    clean = ok & (inner == 0)
-    starts = vs.copy()
-    # a clean line's text stays in place; its final `\n` escape is dropped (``nl`` says it was there)
-    nl = clean & ends_nl
-    ends = np.where(nl, ve - 2, ve)
-    data = buf
-    esc = np.flatnonzero(ok & ~clean)
-    if esc.size:
-        fixed = _unescape(buf, vs[esc], ve[esc])
-        extra, off, good = fixed
-        base = int(buf.size)
-        data = np.concatenate([buf, extra])
-        starts[esc] = off[:-1] + base
-        ends[esc] = off[1:] + base
-        ok[esc[~good]] = False
+    ok &= p.ok & p.zoned & (p.end == r_end.astype(np.int64) - 2)
+    data = np.concatenate([buf, extra]) if extra.size else buf
     return _Fast(ok=ok, data=data, starts=starts, ends=ends, us=p.us, stream=stream, nl=nl)
-
-
-def _unescape(buf: np.ndarray, vs: np.ndarray, ve: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """JSON-unescape the spans ``[vs, ve)`` vectorised: (bytes, offsets, per-span ok).
-
-    ASCII and BMP ``\\uXXXX`` escapes are written as UTF-8 in place (an escape is longer than what
-    it stands for); a surrogate (``\\ud83d``...) or a bad escape marks its span not ok.
-    """
-    from forensics.sources.collect.wrappers import concat_spans
-
-    out, off = concat_spans(buf, vs, ve)  # a copy: written in place below
-    data = out
-    good = np.ones(vs.size, dtype=bool)
-    b = np.flatnonzero(data == 92)
-    if not b.size:
-        return out, off, good
-    owner = np.searchsorted(off, b, side="right") - 1
-    # an escape starts at a backslash preceded by an even run of backslashes (in its span)
-    brk = np.r_[True, (b[1:] != b[:-1] + 1) | (owner[1:] != owner[:-1])]
-    run_start = np.maximum.accumulate(np.where(brk, np.arange(b.size), 0))
-    first = (np.arange(b.size) - run_start) % 2 == 0
-    start, own = b[first], owner[first]
-    span_end = off[1:][own]
-    nxt = np.minimum(start + 1, data.size - 1)
-    c = data[nxt]
-    simple = _UNESCAPE[c]
-    is_u = c == ord("u")
-    bad = (start + 1 >= span_end) | ((simple < 0) & ~is_u)
-    is_s = simple >= 0
-    out[start[is_s]] = simple[is_s].astype(np.uint8)
-    drop_at = [nxt[is_s]]
-    dropped = is_s.astype(np.int64)  # bytes dropped per escape
-    u = start[is_u]
-    if u.size:
-        hexw = data[np.minimum(u[:, None] + np.arange(2, 6)[None, :], data.size - 1)]
-        h = _HEX[hexw].astype(np.int64)
-        u_ok = (h >= 0).all(axis=1) & (u + 6 <= span_end[is_u])
-        cp = (h[:, 0] << 12) | (h[:, 1] << 8) | (h[:, 2] << 4) | h[:, 3]
-        u_bad = ~u_ok | ((cp >= 0xD800) & (cp <= 0xDFFF))  # surrogates: left to the JSON reader
-        n_out = np.where(cp < 0x80, 1, np.where(cp < 0x800, 2, 3))
-        b0 = np.where(n_out == 1, cp, np.where(n_out == 2, 0xC0 | (cp >> 6), 0xE0 | (cp >> 12)))
-        b1 = np.where(n_out == 2, 0x80 | (cp & 0x3F), 0x80 | ((cp >> 6) & 0x3F))
-        b2 = 0x80 | (cp & 0x3F)
-        out[u] = b0.astype(np.uint8)
-        two = n_out >= 2
-        out[u[two] + 1] = b1[two].astype(np.uint8)
-        three = n_out == 3
-        out[u[three] + 2] = b2[three].astype(np.uint8)
-        for k in range(1, 6):
-            drop_at.append(u[k >= n_out] + k)
-        du = 6 - n_out
-        dropped[np.flatnonzero(is_u)] = du
-        bad_u = np.zeros(start.size, dtype=bool)
-        bad_u[np.flatnonzero(is_u)] = u_bad
-        bad |= bad_u
-    if bad.any():
-        good[np.unique(own[bad])] = False
-    keep = np.ones(data.size, dtype=bool)
-    drop = np.concatenate(drop_at)
-    keep[drop[drop < data.size]] = False
-    # new offsets: minus the bytes dropped in the spans before
-    per_span = np.bincount(own, weights=dropped, minlength=vs.size).astype(np.int64)
-    new_off = off - np.r_[0, np.cumsum(per_span)]
-    return out[keep], new_off.astype(np.int64), good
 
 
 def _json_lines(buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray, *, whole: bool) -> pa.Buffer:

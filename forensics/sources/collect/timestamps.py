@@ -120,60 +120,10 @@ def parse_rfc3339(buf: np.ndarray, pos: np.ndarray, *, date_sep_t_only: bool = F
         >>> r.ok.tolist(), r.zoned.tolist(), r.offset_s.tolist(), r.end.tolist()
         ([True, True, False], [True, False, False], [7200, 0, 0], [25, 47, 48])
     """
-    pos = pos.astype(np.int64)
-    n = int(pos.shape[0])
-    w = window(buf, pos, WINDOW)
-    dg = w - np.uint8(_ZERO)  # wraps below '0': one compare tells digits
-    isd = dg < 10
-    sep = w[:, 10]
-    sep_t = (sep == ord("T")) | (sep == ord("t"))
-    if not date_sep_t_only:
-        sep_t |= sep == ord(" ")
-    ok = (
-        isd[:, _DIGIT_POS].all(axis=1)
-        & (w[:, 4] == ord("-")) & (w[:, 7] == ord("-")) & sep_t
-        & (w[:, 13] == ord(":")) & (w[:, 16] == ord(":"))
-    )
-    d = dg[:, :19].astype(np.int32)
-    y = d[:, 0] * 1000 + d[:, 1] * 100 + d[:, 2] * 10 + d[:, 3]
-    mo, dd, hh, mi, ss = _two(d, 5), _two(d, 8), _two(d, 11), _two(d, 14), _two(d, 17)
-    mdays = _MDAYS[np.clip(mo, 0, 12)] - ((mo == 2) & ~_leap(y))
-    ok &= (mo >= 1) & (mo <= 12) & (dd >= 1) & (dd <= mdays) & (hh <= 23) & (mi <= 59) & (ss <= 60)
-    # Fraction: '.' or ',' then up to 9 digits (more digits are read over and ignored).
-    has_frac = (w[:, 19] == ord(".")) | (w[:, 19] == ord(","))
-    run = np.logical_and.accumulate(isd[:, 20:29] & has_frac[:, None], axis=1)
-    nfrac = run.sum(axis=1)
-    frac_ns = np.where(run, dg[:, 20:29], 0).astype(np.int64) @ _POW10
-    extra = np.zeros(n, dtype=np.int64)
-    if n and bool((nfrac == 9).any()):
-        # more than 9 digits (rare): skip them
-        extra = np.logical_and.accumulate(isd[:, 29:WINDOW] & (nfrac == 9)[:, None], axis=1).sum(axis=1)
-    z = 19 + np.where(nfrac > 0, 1 + nfrac + extra, 0)
-    if bool((z + 6 <= WINDOW).all()):
-        zw = np.take_along_axis(w, z[:, None] + np.arange(6)[None, :], axis=1)
-    else:
-        zw = window(buf, pos + z, 6)
-    zc = zw[:, 0]
-    is_z = (zc == ord("Z")) | (zc == ord("z"))
-    sign = np.where(zc == ord("+"), 1, np.where(zc == ord("-"), -1, 0))
-    zd = zw - np.uint8(_ZERO)
-    zdig = zd < 10
-    colon = zw[:, 3] == ord(":")
-    hh_ok = zdig[:, 1] & zdig[:, 2]
-    mm_ok = np.where(colon, zdig[:, 4] & zdig[:, 5], zdig[:, 3] & zdig[:, 4])
-    is_off = (sign != 0) & hh_ok & mm_ok
-    zi = zd.astype(np.int64)
-    off_h = zi[:, 1] * 10 + zi[:, 2]
-    off_m = np.where(colon, zi[:, 4] * 10 + zi[:, 5], zi[:, 3] * 10 + zi[:, 4])
-    offset_s = np.where(is_off, sign * (off_h * 3600 + off_m * 60), 0)
-    zlen = np.where(is_z, 1, np.where(is_off, np.where(colon, 6, 5), 0))
-    days = days_from_civil(y, np.clip(mo, 1, 12), np.clip(dd, 1, 31))
-    secs = (hh.astype(np.int64) * 60 + mi) * 60 + np.minimum(ss, 59)
-    us = days * _US_PER_DAY + secs * _US_PER_S + frac_ns // 1000 - offset_s * _US_PER_S
-    zoned = ok & (is_z | is_off)
-    end = pos + z + zlen
-    return Parsed(us=np.where(ok, us, 0), end=np.where(ok, end, pos), ok=ok, zoned=zoned,
-                  offset_s=np.where(ok, offset_s, 0).astype(np.int64))
+    from forensics.sources.collect.kernels import rfc3339
+
+    us, end, ok, zoned, offset_s = rfc3339(buf, pos, date_sep_t_only)
+    return Parsed(us=us, end=end, ok=ok, zoned=zoned, offset_s=offset_s)
 
 
 _MONTHS = {m: i + 1 for i, m in enumerate(
