@@ -64,12 +64,16 @@ def _unescape_into(buf: np.ndarray, vs: int, ve: int, out: np.ndarray, o: int) -
     """
     i = vs
     while i < ve:
-        c = buf[i]
-        if c != 92:
-            out[o] = c
-            o += 1
-            i += 1
-            continue
+        # the run up to the next backslash is copied as it is (one slice copy)
+        j = i
+        while j < ve and buf[j] != 92:
+            j += 1
+        if j > i:
+            out[o:o + j - i] = buf[i:j]
+            o += j - i
+            i = j
+            if i >= ve:
+                break
         if i + 1 >= ve:
             return o, False, False
         e = buf[i + 1]
