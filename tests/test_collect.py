@@ -66,7 +66,9 @@ PLAIN = [
 
 
 @pytest.mark.parametrize("block", [1, 3, 1 << 20])
-@pytest.mark.parametrize(("data", "lines", "complete"), PLAIN)
+@pytest.mark.parametrize(("data", "lines", "complete"), PLAIN,  # ids without bytes: gzip headers hold the time
+                         ids=["lf", "crlf", "no-final-newline", "empty", "blank-lines", "lone-cr", "gzip-members",
+                              "zstd-frames"])
 def test_plain_lines_in_any_block_size(tmp_path: Path, data: bytes, lines: list[str], complete: bool,
                                        block: int) -> None:
     got, rej, res = rows(_w(tmp_path / "f", data), block_bytes=block)
