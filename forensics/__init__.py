@@ -34,6 +34,10 @@ from forensics.analysis import (
 from forensics.case import Case, open_case
 from forensics.errors import ForensicsError
 from forensics.outputs.report import impact_report
+from forensics.sources import (  # also registers the loaders with the case
+    ingest_engine,
+    ingest_gateway,
+)
 
 __all__ = [
     "Case",
@@ -44,6 +48,8 @@ __all__ = [
     "exposure_windows",
     "hidden_errors",
     "impact_report",
+    "ingest_engine",
+    "ingest_gateway",
     "leak_sources",
     "notification_requests",
     "notifications",

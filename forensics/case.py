@@ -3,6 +3,10 @@
 A case is opened (created if absent) with :func:`open_case`; loaders add evidence to it and
 queries read from it. The connection is configured so DuckDB never reaches for the network:
 extensions that are not built in fail fast instead of being downloaded.
+
+The case does not know the loaders: it hands them a narrow :class:`LoadTarget` (connection,
+clock, memory budget, temporary directory), and the sources stage registers its loaders here
+(:func:`register_loader`) so that ``case.ingest_gateway(...)`` reaches them.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ import contextlib
 import datetime as dt
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import TracebackType
@@ -20,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from forensics import __version__
-from forensics.errors import CaseError
+from forensics.errors import CaseError, ParameterError
 
 if TYPE_CHECKING:
     from forensics.sources.summary import IngestSummary
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
 #: DuckDB memory limit while logs are loaded; bounded so multi-GB inputs stream instead of
 #: exhausting RAM (a loader's peak RSS stays under 1 GiB with the default).
@@ -93,6 +99,59 @@ def schema_sql() -> str:
         True
     """
     return resources.files("forensics").joinpath("schema.sql").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class LoadTarget:
+    """What a loader may touch: the connection, the clock, the load memory budget, a temp directory.
+
+    Loaders never see the :class:`Case`; the evidence ledger (``forensics.sources.ledger``) and
+    every loader work through this.
+
+    Example:
+        >>> target = open_case(":memory:").target()
+        >>> with target.loading(0), target.temp_dir() as d:
+        ...     d.is_dir()
+        True
+    """
+
+    con: duckdb.DuckDBPyConnection
+    #: naive UTC wall clock (injectable: golden tests pin it)
+    now: Callable[[], dt.datetime]
+    #: context manager: run under the load memory budget minus ``reserve_bytes`` held outside DuckDB
+    budget: Callable[[int], contextlib.AbstractContextManager[None]]
+    #: where temporary copies go (beside the case; None: the system's temporary directory)
+    temp_root: Path | None = None
+
+    def loading(self, reserve_bytes: int = 0) -> contextlib.AbstractContextManager[None]:
+        """The load memory budget, as :meth:`Case.loading`."""
+        return self.budget(reserve_bytes)
+
+    @contextlib.contextmanager
+    def temp_dir(self) -> Iterator[Path]:
+        """A fresh temporary directory (beside the case when it is a file), removed afterwards."""
+        if self.temp_root is not None:
+            self.temp_root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self.temp_root) as d:
+            yield Path(d)
+
+
+#: A sources-stage loader: ``loader(target, paths, **options) -> IngestSummary``.
+Loader = Callable[..., "IngestSummary"]
+
+
+#: kind ('gateway', 'engine') -> loader; filled by ``forensics.sources`` when it is imported.
+_LOADERS: dict[str, Loader] = {}
+
+
+def register_loader(kind: str, loader: Loader) -> None:
+    """Make ``case.ingest_<kind>(...)`` call ``loader(case.target(), ...)`` (the sources stage does this).
+
+    Example:
+        >>> sorted(k for k in _LOADERS)
+        ['engine', 'gateway']
+    """
+    _LOADERS[kind] = loader
 
 
 class Case:
@@ -270,6 +329,29 @@ class Case:
         finally:
             self.con.execute(f"SET memory_limit = '{self.query_memory_limit}'")
 
+    def check_output(self, out: str | os.PathLike[str]) -> Path:
+        """Refuse to write ``out`` over this case or any of its evidence files (see :func:`check_output`)."""
+        paths = [str(r[0]) for r in self.con.execute("SELECT DISTINCT path FROM evidence_files").fetchall()]
+        return check_output(out, case_path=self.path, evidence=paths)
+
+    def target(self) -> LoadTarget:
+        """The narrow view of this case that loaders write through.
+
+        Example:
+            >>> open_case(":memory:").target().temp_root is None
+            True
+        """
+        temp = None if self.path == ":memory:" else Path(self.path).with_name(Path(self.path).name + ".tmp")
+        return LoadTarget(con=self.con, now=self.utcnow, budget=self.loading, temp_root=temp)
+
+    def _loader(self, kind: str) -> Loader:
+        if self.read_only:
+            raise CaseError(f"case {self.path} is open read-only", hint="open it with read_only=False to ingest")
+        try:
+            return _LOADERS[kind]
+        except KeyError:  # pragma: no cover - forensics/__init__ imports the sources stage
+            raise CaseError(f"no {kind} loader is registered", hint="import forensics first") from None
+
     def ingest_gateway(
         self,
         paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
@@ -288,10 +370,7 @@ class Case:
             >>> case.sql("SELECT layer, count(*) FROM gateway_requests GROUP BY layer").fetchall()
             [('proxy', 1299)]
         """
-        from forensics.sources.gateway import LOAD_RESERVE_BYTES, ingest_gateway
-
-        with self.loading(reserve_bytes=LOAD_RESERVE_BYTES):
-            return ingest_gateway(self, paths, format=format, tz=tz, quiet=quiet, **options)
+        return self._loader("gateway")(self.target(), paths, format=format, tz=tz, quiet=quiet, **options)
 
     def ingest_engine(
         self,
@@ -310,9 +389,94 @@ class Case:
             >>> case.sql("SELECT node, count(*) FROM engine_starts GROUP BY node").fetchall()
             [('prefill-0', 3)]
         """
-        from forensics.sources.engine import ingest_engine
+        return self._loader("engine")(self.target(), paths, tz=tz, quiet=quiet, **options)
 
-        return ingest_engine(self, paths, tz=tz, quiet=quiet, **options)
+
+def replace_case(path: str | os.PathLike[str]) -> None:
+    """Delete a case database (and its write-ahead log) to start afresh; refused while it is in use.
+
+    Holds the database's lock while deleting, so a case another process is writing is never
+    deleted under it, and refuses a file that is not a DuckDB database (never an evidence file).
+
+    Example:
+        >>> import tempfile; p = Path(tempfile.mkdtemp()) / "c.duckdb"; open_case(p).close()
+        >>> replace_case(p); p.exists()
+        False
+    """
+    p = Path(path)
+    wal = p.with_name(p.name + ".wal")
+    if not p.exists():
+        wal.unlink(missing_ok=True)
+        return
+    try:
+        con = duckdb.connect(str(p), read_only=True)
+    except duckdb.Error as exc:
+        text = str(exc)
+        if "lock" in text.lower():
+            raise CaseError(f"case {p} is in use by another process: not replaced",
+                            hint="wait for it to finish, or use another case file") from exc
+        raise CaseError(f"{p} is not a case database this toolkit can open: not replaced",
+                        hint="check the path; only a DuckDB case file is ever deleted") from exc
+    try:
+        # with the lock held: a process that opens the path from now on gets a new, empty file
+        p.unlink()
+        wal.unlink(missing_ok=True)
+    finally:
+        con.close()
+
+
+def check_output(
+    out: str | os.PathLike[str],
+    *,
+    case_path: str | os.PathLike[str] | None = None,
+    evidence: Iterable[str | os.PathLike[str]] = (),
+    directory: bool = False,
+) -> Path:
+    """Refuse an output path that would overwrite evidence or the case, or that cannot be written.
+
+    ``evidence``: files (and directories) that are evidence; an output may not be one of them, nor
+    (for a ``directory`` of outputs) lie inside an evidence directory. Checked before any work is
+    done, so an unwritable destination fails in one line at once, not after the ingest.
+
+    Example:
+        >>> check_output("/nonexistent-dir/out.csv")
+        Traceback (most recent call last):
+        ...
+        forensics.errors.ParameterError: cannot write /nonexistent-dir/out.csv: directory /nonexistent-dir does not exist (create it first, or choose another path)
+    """
+    p = Path(out)
+    target = p.resolve()
+    protected: list[Path] = []
+    if case_path is not None and str(case_path) != ":memory:":
+        c = Path(case_path).resolve()
+        protected += [c, c.with_name(c.name + ".wal")]
+    protected += [Path(e).resolve() for e in evidence]
+    for q in protected:
+        if target == q or (p.exists() and q.exists() and os.path.samefile(p, q)):
+            what = "the case database" if case_path is not None and q in protected[:2] else "an evidence file"
+            raise ParameterError(f"refusing to write {p}: it is {what}",
+                                 hint="choose another output path; evidence and the case are never overwritten")
+        if directory and q.is_dir() and (target == q or q in target.parents):
+            raise ParameterError(f"refusing to write outputs into {p}: it is inside the evidence directory {q}",
+                                 hint="choose an output directory outside the evidence")
+    if directory:
+        try:
+            p.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ParameterError(f"cannot create the output directory {p}: {exc.strerror or exc}",
+                                 hint="choose another --out directory") from exc
+        if not os.access(p, os.W_OK):
+            raise ParameterError(f"cannot write into {p}: permission denied", hint="choose another --out directory")
+        return p
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise ParameterError(f"cannot write {p}: directory {parent} does not exist",
+                             hint="create it first, or choose another path")
+    if (p.exists() and not os.access(p, os.W_OK)) or not os.access(parent, os.W_OK):
+        raise ParameterError(f"cannot write {p}: permission denied", hint="choose another path")
+    if p.is_dir():
+        raise ParameterError(f"cannot write {p}: it is a directory", hint="give a file name")
+    return p
 
 
 #: Engines a case can be opened on: ``duckdb`` (the case database file) or ``spark`` (a Parquet

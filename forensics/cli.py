@@ -28,6 +28,22 @@ class _Group(click.Group):
         except ForensicsError as exc:
             click.echo(f"error: {exc}", err=True)
             ctx.exit(2)
+        except (KeyboardInterrupt, RuntimeError) as exc:
+            # DuckDB turns Ctrl-C inside a query into RuntimeError('Query interrupted')
+            if isinstance(exc, RuntimeError) and "interrupted" not in str(exc).lower():
+                raise
+            # the open transaction was rolled back; files finished before stay, and the next run
+            # of the same command rolls back anything half-done and reads it again
+            click.echo("interrupted: files loaded completely are kept; run the same command again to "
+                       "finish (nothing is read twice)", err=True)
+            ctx.exit(130)
+
+
+def _guard(case: Any, *outputs: Path | None) -> None:
+    """Refuse outputs that would overwrite the case or one of its evidence files (before any work)."""
+    for out in outputs:
+        if out is not None:
+            case.check_output(out)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -111,6 +127,8 @@ def sample(out: Path, requests: int | None, seed: int | None) -> None:
                    "auto: each file's offset from its collector's UTC times (CRI, journald, ...).")
 @click.option("--node-map", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               metavar="FILE", help='TOML [nodes] table of "regex" = "node": pods to logical nodes.')
+@click.option("--skip-unreadable", is_flag=True,
+              help="List unreadable files and directories as not read instead of stopping.")
 @click.option("--quiet", is_flag=True, help="No progress bar; print only the summary.")
 @click.option("--replace", is_flag=True, help="--backend spark: write a new Parquet case over an existing one.")
 @_backend_options
@@ -122,6 +140,7 @@ def ingest(
     engine: tuple[str, ...],
     engine_tz: str,
     node_map: Path | None,
+    skip_unreadable: bool,
     quiet: bool,
     replace: bool,
     backend: str,
@@ -157,9 +176,11 @@ def ingest(
     summary = IngestSummary()
     with open_case(case_path) as case:
         if gateway:
-            summary.extend(case.ingest_gateway(list(gateway), format=gateway_format, tz=gateway_tz, quiet=quiet))
+            summary.extend(case.ingest_gateway(list(gateway), format=gateway_format, tz=gateway_tz, quiet=quiet,
+                                               skip_unreadable=skip_unreadable))
         if engine:
-            summary.extend(case.ingest_engine(list(engine), tz=engine_tz, quiet=quiet, node_map=node_map))
+            summary.extend(case.ingest_engine(list(engine), tz=engine_tz, quiet=quiet, node_map=node_map,
+                                              skip_unreadable=skip_unreadable))
     click.echo(summary.render())
     for warning in summary.warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -181,12 +202,14 @@ def ingest(
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Directory for the CSVs, charts, impact report and notification list.")
 @click.option("--replace", is_flag=True, help="Start from an empty case (delete CASE.duckdb first).")
+@click.option("--skip-unreadable", is_flag=True,
+              help="List unreadable files and directories as not read instead of stopping.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @_backend_options
 def investigate(
     case_path: Path, gateway: tuple[str, ...], gateway_format: str, gateway_tz: str,
-    engine: tuple[str, ...], engine_tz: str, node_map: Path | None, out_dir: Path, replace: bool, quiet: bool,
-    backend: str, spark_master: str | None,
+    engine: tuple[str, ...], engine_tz: str, node_map: Path | None, out_dir: Path, replace: bool,
+    skip_unreadable: bool, quiet: bool, backend: str, spark_master: str | None,
 ) -> None:
     """Ingest, run every query, write tables, charts, impact report and notification list.
 
@@ -201,7 +224,7 @@ def investigate(
         raise ParameterError("nothing to investigate", hint="pass --gateway PATH and/or --engine PATH")
     result = run(case_path, out_dir=out_dir, gateway=gateway, engine=engine, gateway_format=gateway_format,
                  gateway_tz=gateway_tz, engine_tz=engine_tz, node_map=node_map, replace=replace, quiet=quiet,
-                 backend=backend, spark_master=spark_master)
+                 skip_unreadable=skip_unreadable, backend=backend, spark_master=spark_master)
     click.echo(result.render())
 
 
@@ -311,6 +334,7 @@ def report(case_path: Path, out: Path | None, markdown: Path | None, json_path: 
     elif out is not None and out.suffix.lower() == ".json":
         html, json_path = None, json_path or out
     with _open(case_path, backend, spark_master) as case:
+        _guard(case, html, markdown, json_path)
         data = report_data(case, title=title, window_s=window_s, **_window_kwargs(limit_tokens, start, end))
     for w in data.warnings:
         _warn(w)
@@ -355,6 +379,7 @@ def notifications(case_path: Path, fmt: str | None, out: Path | None, directory:
     kwargs = {**_window_kwargs(limit_tokens, start, end), "node": node, "window_s": window_s}
     fmt = fmt or ("csv" if out is not None and out.suffix.lower() == ".csv" else "table")
     with _open(case_path, backend, spark_master) as case:
+        _guard(case, out)
         check_scope(case, node=node, tenants=tenant)
         rel = for_tenants(analysis.notifications(case, **kwargs), list(tenant))
         if directory is not None:
@@ -411,6 +436,7 @@ def _chart_command(name: str, func_name: str, query: str, summary: str) -> None:
             if key in given:
                 given[key] = _parse_time(given[key], f"--{key}")
         with _open(case_path, backend, spark_master) as case:
+            _guard(case, out)
             check_scope(case, node=given.get("node"))
             made = getattr(charts, func_name)(case, **given)
             charts.save_chart(made, out, fmt)
@@ -506,6 +532,7 @@ def export_timesketch(case_path: Path, out: Path, tenant: tuple[str, ...], limit
     from forensics.outputs.timesketch import write_timesketch
 
     with _open(case_path, backend, spark_master) as case:
+        _guard(case, out)
         check_scope(case, node=node, tenants=tenant)
         rel = analysis.timeline(case, node=node, **_window_kwargs(limit_tokens, start, end))
         if tenant:
@@ -598,6 +625,7 @@ def _analysis_command(command: str, func_name: str) -> None:
             for name in (*q.inputs, func_name):  # inputs first: it reads them
                 click.echo(load_query(name).sql, err=True)
         with _open(case_path, backend, spark_master) as case:
+            _guard(case, out)
             check_scope(case, node=kwargs.get("node"), request_id=kwargs.get("request_id"), tenants=tenants)
             rel = func(case, **kwargs)
             if tenants:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from forensics import analysis
-from forensics.case import Case, open_case
+from forensics.case import Case, check_output, open_case, replace_case
 from forensics.outputs import charts
 from forensics.outputs.export import write_output
 from forensics.outputs.notifications import write_packets
@@ -59,6 +59,32 @@ class Investigation:
         return "\n".join(lines)
 
 
+CHARTS = ("affected_tenants_chart", "affected_timeline_chart", "exposure_windows_chart")
+
+
+def output_names() -> list[str]:
+    """The files :func:`investigate` writes into its output directory (checked before any work).
+
+    Example:
+        >>> "impact_report.html" in output_names()
+        True
+    """
+    return ["ingest_summary.csv", *(f"{n}.csv" for n in TABLE_OUTPUTS),
+            *(f"{n}.csv.params.json" for n in TABLE_OUTPUTS), "impact_report.html", "impact_report.md",
+            "impact_report.json", *(f"{c}.html" for c in CHARTS), "parameters.json"]
+
+
+def _evidence_files(paths: Sequence[str]) -> list[str]:
+    """The evidence paths given, and every file inside the directories given."""
+    out: list[str] = []
+    for p in paths:
+        q = Path(p)
+        out.append(str(q))
+        if q.is_dir():
+            out.extend(str(f) for f in q.rglob("*") if f.is_file())
+    return out
+
+
 def investigate(
     case_path: str | os.PathLike[str],
     *,
@@ -71,6 +97,7 @@ def investigate(
     node_map: str | os.PathLike[str] | None = None,
     replace: bool = False,
     quiet: bool = True,
+    skip_unreadable: bool = False,
     now: dt.datetime | None = None,
     backend: str = "duckdb",
     spark_master: str | None = None,
@@ -91,7 +118,14 @@ def investigate(
     """
     case_path = Path(case_path)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    # every output is checked before the ingest: an unwritable --out, or one that would overwrite
+    # evidence or the case, fails at once in one line
+    evidence = [str(p).split("=", 1)[-1] if "=" in str(p) and not Path(p).exists() else str(p)
+                for p in (*gateway, *engine)]
+    check_output(out, evidence=evidence, directory=True)
+    check_output(case_path, evidence=_evidence_files(evidence))  # the case may not be an evidence file
+    for name in output_names():
+        check_output(out / name, case_path=case_path, evidence=_evidence_files(evidence))
     if backend == "spark":
         from forensics.spark import ingest as spark_ingest
 
@@ -100,14 +134,17 @@ def investigate(
                                replace=replace, now=now).summary
     else:
         if replace:
-            for stale in (case_path, case_path.with_name(case_path.name + ".wal")):
-                stale.unlink(missing_ok=True)
+            replace_case(case_path)
         summary = IngestSummary()
         with open_case(case_path, now=now) as case:
+            for name in output_names():
+                case.check_output(out / name)
             if gateway:
-                summary.extend(case.ingest_gateway(list(gateway), format=gateway_format, tz=gateway_tz, quiet=quiet))
+                summary.extend(case.ingest_gateway(list(gateway), format=gateway_format, tz=gateway_tz,
+                                                   quiet=quiet, skip_unreadable=skip_unreadable))
             if engine:
-                summary.extend(case.ingest_engine(list(engine), tz=engine_tz, quiet=quiet, node_map=node_map))
+                summary.extend(case.ingest_engine(list(engine), tz=engine_tz, quiet=quiet, node_map=node_map,
+                                                  skip_unreadable=skip_unreadable))
     result = Investigation(case_path=case_path, out_dir=out, ingest=summary)
     summary_path = out / "ingest_summary.csv"
     write_output(

@@ -11,7 +11,10 @@ CREATE TABLE IF NOT EXISTS schema_info (
 );
 
 -- One row per source file read into the case (also files skipped as already ingested are NOT
--- added again: idempotency is by sha256).
+-- added again: idempotency is by sha256). A row is 'loading' while its rows are written and
+-- 'done' in the same transaction as its last rows: an interrupted load is rolled back by the
+-- next ingest. A grown file (its first prior_size bytes are a known file's) is a new row that
+-- reads only the new lines (from first_line) and links the earlier version.
 CREATE TABLE IF NOT EXISTS evidence_files (
     file_id          INTEGER PRIMARY KEY,  -- referenced by every loaded row
     path             VARCHAR NOT NULL,     -- absolute path when ingested
@@ -34,7 +37,25 @@ CREATE TABLE IF NOT EXISTS evidence_files (
     options          VARCHAR,              -- JSON text: options used (format, tz, mapping, node, ...)
     wrapper          VARCHAR,              -- engine files: collection wrapper stripped ('plain', 'cri', 'docker-json', 'journald-json', ...)
     lines_joined     BIGINT,               -- engine files: partial lines joined into the line they continue (CRI P chunks, Docker split records)
-    lines_framing    BIGINT                -- engine files: wrapper lines holding no log line (JSON document brackets, blank lines between records)
+    lines_framing    BIGINT,               -- engine files: wrapper lines holding no log line (JSON document brackets, blank lines between records)
+    status           VARCHAR NOT NULL DEFAULT 'done',  -- 'loading' while its rows are written, 'done' once they all are
+    first_line       BIGINT DEFAULT 1,     -- first physical line read from this file (> 1 when it extends prior_file_id)
+    start_offset     BIGINT DEFAULT 0,     -- decompressed byte offset of first_line
+    end_offset       BIGINT,               -- decompressed byte just after the last line end read: where a grown version resumes (NULL: JSON array, Parquet)
+    end_line         BIGINT,               -- the physical line that ends at end_offset (the last line read whole)
+    open_tail        BOOLEAN,              -- the last line read had no line end yet (a grown version reads it again, whole)
+    head_sha256      VARCHAR,              -- sha256 of the first min(size, 4096) bytes: which known files a grown one may extend
+    prior_file_id    INTEGER,              -- the earlier version this file extends (NULL if none)
+    prior_sha256     VARCHAR,              -- that version's sha256 (= the sha256 of this file's first prior_size bytes)
+    prior_size       BIGINT                -- that version's size in bytes
+);
+
+-- Derived tables an ingest must rebuild (e.g. engine_starts of a node whose files changed): marked
+-- in the transaction of the file's rows, cleared in the rebuild's, so a crash in between is repaired.
+CREATE TABLE IF NOT EXISTS pending_rebuilds (
+    what  VARCHAR NOT NULL,   -- the derived table, e.g. 'engine_starts'
+    key   VARCHAR NOT NULL,   -- what to rebuild it for, e.g. the node
+    PRIMARY KEY (what, key)
 );
 
 -- Lines or records that could not be parsed, with the reason; nothing read is ever dropped.
@@ -106,6 +127,19 @@ CREATE TABLE IF NOT EXISTS engine_starts (
     server_args           VARCHAR,           -- JSON text of the parsed server arguments
     file_id               INTEGER,           -- where the max_total_num_tokens line is (else the first startup line)
     line_no               BIGINT
+);
+
+-- Startup facts of every engine start (the lines engine_starts is rebuilt from), per file and line.
+CREATE TABLE IF NOT EXISTS engine_startup_facts (
+    node         VARCHAR NOT NULL,
+    ts           TIMESTAMP,
+    ts_inferred  BOOLEAN,
+    ranks        VARCHAR,
+    fact         VARCHAR,   -- server_args | kv_cache | max_total | ready | bootstrap | pool_warning | other
+    file_id      INTEGER NOT NULL,
+    line_no      BIGINT NOT NULL,
+    args         VARCHAR,   -- server_args: JSON object of the parsed arguments (secrets redacted)
+    text         VARCHAR    -- other facts: the message (capped at 1 KiB)
 );
 
 -- Scheduler batch lines ('Prefill batch.' / 'Decode batch,' ...): load over time.

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
 
 import forensics
-from forensics.case import open_case
+from forensics.case import SCHEMA_VERSION, open_case
 from forensics.errors import CaseError
 
 CANONICAL_TABLES = [
@@ -44,7 +45,7 @@ def test_reopening_a_case_is_idempotent(tmp_path: Path) -> None:
     p = tmp_path / "c.duckdb"
     open_case(p).close()
     with open_case(p) as case:
-        assert case.sql("SELECT value FROM schema_info WHERE key = 'schema_version'").fetchall() == [("1",)]
+        assert case.sql("SELECT value FROM schema_info WHERE key = 'schema_version'").fetchall() == [(SCHEMA_VERSION,)]
 
 
 def test_read_only_open_of_a_missing_case_is_a_clear_error(tmp_path: Path) -> None:
@@ -132,10 +133,17 @@ def test_loads_run_under_the_load_budget_and_queries_under_the_query_limit(
 
 def test_gateway_ingest_runs_under_the_load_budget_less_its_own_reserve(monkeypatch: pytest.MonkeyPatch) -> None:
     from forensics.sources import gateway
+    from forensics.sources.gateway import ingest
 
     seen: list[str] = []
     case = open_case(":memory:", memory_limit="512MiB", query_memory_limit="2GiB")
-    monkeypatch.setattr(gateway, "ingest_gateway", lambda c, *a, **k: seen.append(_limit(c)))
-    case.ingest_gateway([])
+    real = ingest.install_macros
+
+    def spy(con: Any) -> None:  # runs inside the loader's budget
+        seen.append(_limit(case))
+        real(con)
+
+    monkeypatch.setattr(ingest, "install_macros", spy)
+    case.ingest_gateway(Path(__file__).parent / "fixtures" / "gateway" / "envoy_new.ndjson")
     assert gateway.LOAD_RESERVE_BYTES == 160 << 20
     assert seen == ["352.0 MiB"] and _limit(case) == "2.0 GiB"

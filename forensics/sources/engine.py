@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import os
 import re
 import time
@@ -35,18 +34,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from forensics.errors import ParameterError
+from forensics.errors import InputError, ParameterError
 from forensics.sources import engine_sql as q
 from forensics.sources.collect import ReadResult, read_lines
 from forensics.sources.collect.layout import EngineSource, NodeRule, resolve_sources
-from forensics.sources.files import (
-    finish_file,
-    progress_bar,
-    register_file,
-    sha256_file,
-    store_rejected,
-)
+from forensics.sources.engine_starts import rebuild_starts
+from forensics.sources.files import Fingerprint, Snapshot, fingerprint, progress_bar, store_rejected
+from forensics.sources.ledger import Decision, FileLoad, Ledger, crash_point, database_errors
 from forensics.sources.lines import NO_TIME, LineBatch
+from forensics.sources.redact import redact_raw
 from forensics.sources.summary import FileSummary, IngestSummary
 from forensics.sources.timezones import (
     AMBIGUOUS,
@@ -65,7 +61,8 @@ from forensics.sources.timezones import (
 )
 
 if TYPE_CHECKING:
-    from forensics.case import Case
+    # loaders see the case only through its load target (connection, clock, budget, temp dir)
+    from forensics.case import LoadTarget as Case
 
 #: Bytes handed to DuckDB per insert (aligned to line ends); bounds the loader's own memory.
 CHUNK_BYTES = 16 << 20
@@ -112,6 +109,11 @@ class _ReadState:
     dst_flags: dict[int, int] = field(default_factory=dict)
     #: segments that had engine local times at all (a router log has none: UTC by itself)
     local_lines: int = 0
+    #: decoded offset just after the last line end read, and that line (a grown version resumes there)
+    end_offset: int = 0
+    end_line: int = 0
+    #: the last line read had no line end (a cut line, or a file still being written)
+    open_tail: bool = False
     #: the wrapper's times are zone-less local times converted with --engine-tz (syslog-bsd)
     collector_inexact: bool = False
 
@@ -145,6 +147,9 @@ def stage_lines(
     segment_bytes: int = SEGMENT_BYTES,
     tz: str = "UTC",
     node_rule: NodeRule | None = None,
+    *,
+    start_offset: int = 0,
+    first_line: int = 1,
 ) -> None:
     """Stream a file's logical lines to DuckDB as the Arrow view ``_eng_raw``.
 
@@ -155,14 +160,15 @@ def stage_lines(
     released: memory stays bounded whatever the file size. Lines whose wrapper named their pod
     (a shipper export) are processed per logical node (``node`` given); others with ``None``.
     Lines the collection stage set aside (a wrapper line it could not read, a line cut by a
-    truncated stream) go to ``state.rejected`` with their reason.
+    truncated stream) go to ``state.rejected`` with their reason. ``start_offset`` /
+    ``first_line``: where a grown file's new part starts (the evidence ledger's decision).
     """
     con = case.con
     staged = 0
     seq = 0
     tables: list[pa.Table] = []
     per_node: dict[str | None, int] = {}
-    reader = read_lines(path, block_bytes=chunk_bytes,
+    reader = read_lines(path, block_bytes=chunk_bytes, start_offset=start_offset, start_line=first_line,
                         context={"tz": "UTC" if tz == "auto" else tz, "node_rule": node_rule,
                                  "fixed_node": node_rule is None})
 
@@ -197,11 +203,14 @@ def stage_lines(
                 run(sub, value)
         staged = 0
 
+    last: LineBatch | None = None
     for b in reader:
         if not b.collector_exact:
             # zone-less collector times (RFC 3164 syslog) were converted with --engine-tz itself:
             # they fill lines without a time but cannot check (or derive) the engine's zone
             state.collector_inexact = True
+        if b.phys_lines or b.rejected:
+            last = b
         if b.rejected:
             state.rejected.extend((ln, reason, _redact_raw(raw)) for ln, reason, raw in b.rejected)
         if len(b):
@@ -216,6 +225,17 @@ def stage_lines(
     state.read = res
     state.lines = res.lines
     state.complete = res.complete
+    # where a grown version of this file resumes: after the last line end (an open last line, cut
+    # or still being written, is read again whole by that version)
+    state.end_offset, state.end_line = res.next_offset, res.next_line - 1
+    if last is not None:
+        cut = [raw for _, reason, raw in last.rejected if reason.startswith("line cut off")]
+        if cut and not len(last):
+            state.open_tail, state.end_offset = True, res.next_offset - len(cut[-1])
+        elif len(last) and last.buf.size and int(last.buf[-1]) != 10:
+            state.open_tail, state.end_offset = True, int(last.offset[-1])
+        if state.open_tail:
+            state.end_line -= 1
     if res.status.problem:
         state.warnings.append(res.status.problem)
     state.warnings.extend(res.warnings)
@@ -226,7 +246,6 @@ def stage_lines(
 
 def _setup(case: Case, tz: str) -> None:
     con = case.con
-    con.execute(q.FACTS_DDL)
     con.execute(q.MACROS)
     if tz.upper() == "UTC" or tz == "auto":
         # auto: local times are first read as UTC, then shifted per line by the offset the
@@ -265,6 +284,7 @@ def _process_segment(case: Case, src: EngineSource, file_id: int, tz: str, state
     try:
         _segment_statements(case, src, file_id, tz, state)
         con.execute("COMMIT")
+        crash_point("engine", "segment")
     except BaseException:
         with contextlib.suppress(duckdb.Error):
             con.execute("ROLLBACK")
@@ -379,8 +399,6 @@ def _zone_pass(case: Case, tz: str, state: _ReadState) -> None:
         f"SELECT seq, {local_sql} AS loc, epoch_us(collector_ts) AS col FROM _eng_cls WHERE ets <> '' ORDER BY seq"
     ).to_arrow_table()
     seq, loc, col = _us(t.column("seq")), _us(t.column("loc")), _us(t.column("col"))
-    if state.collector_inexact:
-        col = np.full_like(col, NO_TIME)
     if tz == "auto":
         offs, est = auto_offsets(loc, col)
         if est.offset_s is None and state.auto and state.auto[-1].offset_s is not None:
@@ -498,10 +516,7 @@ def _canonical_ranks(case: Case) -> None:
 
 def _redact_raw(raw: bytes) -> bytes:
     """Rejected raw bytes of request-log lines lose everything from the first text-like key on."""
-    m = re.search(rb"""(text|input_ids|output_ids|prompt|messages|content|request_parameters)['"]?\s*[:=]""", raw)
-    if m:
-        return raw[: m.end()] + b" <redacted: rest of line>"
-    return raw
+    return redact_raw(raw)
 
 
 def _loaded_count(case: Case, file_id: int) -> int:
@@ -510,151 +525,6 @@ def _loaded_count(case: Case, file_id: int) -> int:
         row = case.con.execute(f"SELECT count(*) FROM {t} WHERE file_id = $f", {"f": file_id}).fetchone()
         total += int(row[0]) if row else 0
     return total
-
-
-# -- engine_starts -------------------------------------------------------------------------------
-
-
-def _truthy(value: Any) -> bool | None:
-    if value is None:
-        return None
-    return str(value).strip().lower() in {"true", "1", "yes"}
-
-
-def _as_int(value: Any) -> int | None:
-    try:
-        return int(str(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-def rebuild_starts(case: Case, nodes: Iterable[str]) -> int:
-    """Recompute ``engine_starts`` for ``nodes`` from all their startup facts; return the row count.
-
-    A start begins at a ``server_args`` line, or at any startup line seen after the node was
-    ready, or at a second ``max_total_num_tokens`` line of the same rank (a restart without
-    server_args in the logs).
-
-    Example:
-        >>> from forensics.case import open_case
-        >>> case = open_case(":memory:"); case.con.execute(q.FACTS_DDL) and None
-        >>> rebuild_starts(case, [])
-        0
-    """
-    con = case.con
-    total = 0
-    for node in sorted(set(nodes)):
-        con.execute("DELETE FROM engine_starts WHERE node = $n", {"n": node})
-        facts = con.execute(
-            """SELECT ts, ts_inferred, ranks, fact, file_id, line_no, args, text FROM engine_startup_facts
-               WHERE node = $n ORDER BY ts NULLS LAST, file_id, line_no""",
-            {"n": node},
-        ).fetchall()
-        starts: list[dict[str, Any]] = []
-        cur: dict[str, Any] | None = None
-        for ts, inferred, ranks, fact, file_id, line_no, args, text in facts:
-            new = cur is None or (
-                (fact == "server_args" and cur["n_facts"] > 0)
-                or (cur["ready"] is not None and fact not in ("ready", "bootstrap", "pool_warning"))
-                or (fact == "max_total" and ranks in cur["max_total_ranks"])
-            )
-            if new:
-                cur = {"ts_start": ts, "ts_inferred": inferred, "ready": None, "n_facts": 0, "args": None,
-                       "max_total": None, "max_total_ranks": set(), "kv": None, "kv_label_only": None,
-                       "pool_warning": False, "first_loc": (file_id, line_no)}
-                starts.append(cur)
-            assert cur is not None
-            cur["n_facts"] += 1
-            if fact == "server_args" and args:
-                cur["args"] = {k: v for k, v in json.loads(args).items() if k != "server_args"}
-            elif fact == "max_total":
-                cur["max_total_ranks"].add(ranks)
-                if cur["max_total"] is None:
-                    kv = dict(re.findall(r"(\w+)=([\w.]+)", text or ""))
-                    cur["max_total"] = (kv, file_id, line_no)
-            elif fact == "kv_cache":
-                m = re.search(r"#tokens: (\d+)", text or "")
-                d = re.search(r"dtype: ([\w.]+)", text or "")
-                labelled = not (text or "").startswith("KV Cache is allocated")
-                info = (int(m.group(1)) if m else None, d.group(1) if d else None)
-                if not labelled and cur["kv"] is None:
-                    cur["kv"] = info
-                elif labelled and cur["kv_label_only"] is None:
-                    cur["kv_label_only"] = info
-            elif fact == "ready" and cur["ready"] is None:
-                cur["ready"] = ts
-            elif fact == "pool_warning":
-                cur["pool_warning"] = True
-        rows = []
-        for seq, s in enumerate(starts, start=1):
-            args = s["args"] or {}
-            kvl, fid, lno = s["max_total"] or ({}, *s["first_loc"])
-            ctx = _as_int(kvl.get("context_len"))
-            pool = _as_int(kvl.get("max_total_num_tokens"))
-            limit = min(ctx - 1, pool - 1) - 5 if ctx is not None and pool is not None else None
-            kvc = s["kv"] or s["kv_label_only"] or (None, None)
-            mode = args.get("disaggregation_mode")
-            role = role_source = None
-            if mode is not None:
-                role, role_source = ({"prefill": "prefill", "decode": "decode"}.get(str(mode), "unified"),
-                                     "server_args")
-            rows.append({
-                "node": node, "seq": seq, "ts_start": s["ts_start"], "ts_ready": s["ready"],
-                "ts_inferred": bool(s["ts_inferred"]), "role": role, "role_source": role_source,
-                "ctx": ctx, "pool": pool, "limit": limit, "ctx_arg": _as_int(args.get("context_length")),
-                "chunked": _as_int(kvl.get("chunked_prefill_size") or args.get("chunked_prefill_size")),
-                "max_prefill": _as_int(kvl.get("max_prefill_tokens") or args.get("max_prefill_tokens")),
-                "max_running": _as_int(kvl.get("max_running_requests") or args.get("max_running_requests")),
-                "tp": _as_int(args.get("tp_size")), "dp": _as_int(args.get("dp_size")),
-                "model": args.get("model_path"),
-                "kv_dtype": kvc[1] or (args.get("kv_cache_dtype") if args.get("kv_cache_dtype") != "auto" else None)
-                or args.get("kv_cache_dtype"),
-                "kv_tokens": kvc[0], "pool_warning": s["pool_warning"],
-                "auto_trunc": _truthy(args.get("allow_auto_truncate")),
-                "checksum": (_truthy(args.get("disaggregation_enable_kv_checksum")) or _truthy(args.get("kv_canary")))
-                if ("disaggregation_enable_kv_checksum" in args or "kv_canary" in args) else (False if args else None),
-                "args": json.dumps(args, sort_keys=True) if args else None, "fid": fid, "lno": lno,
-            })
-        for r in rows:
-            con.execute(
-                """INSERT INTO engine_starts VALUES ($node, $seq, $ts_start, $ts_ready, $ts_inferred, $role,
-                   $role_source, $ctx, $pool, $limit, $ctx_arg, $chunked, $max_prefill, $max_running, $tp, $dp,
-                   $model, $kv_dtype, $kv_tokens, $pool_warning, $auto_trunc, $checksum, $args, $fid, $lno)""",
-                r,
-            )
-        total += len(rows)
-        _infer_roles(case, node)
-    return total
-
-
-def _infer_roles(case: Case, node: str) -> None:
-    """Role from the batch lines of each start when server_args did not say it."""
-    case.con.execute(
-        """
-        UPDATE engine_starts SET role = x.role, role_source = x.src
-        FROM (
-            SELECT s.start_seq,
-                   CASE WHEN bool_or(b.kind = 'prefill' AND (contains(b.fields_raw, ' #inflight-req: ')
-                                     OR contains(b.fields_raw, ' #bootstrap-req: ')
-                                     OR contains(b.fields_raw, ' #unbootstrapped-req: ')
-                                     OR contains(b.fields_raw, ' #transferring-req: '))) THEN 'prefill'
-                        WHEN bool_or(b.kind = 'decode' AND (contains(b.fields_raw, ' #transfer-req: ')
-                                     OR contains(b.fields_raw, ' pre-allocated usage: ')
-                                     OR contains(b.fields_raw, ' #prealloc-req: '))) THEN 'decode'
-                        ELSE 'unified' END AS role,
-                   CASE WHEN count(b.kind) > 0 THEN 'batch_lines' ELSE 'default' END AS src
-            FROM (SELECT * FROM (SELECT start_seq, ts_start, role,
-                                        lead(ts_start) OVER (ORDER BY start_seq) AS ts_next
-                                 FROM engine_starts WHERE node = $n)
-                  WHERE role IS NULL) s  -- only starts whose role server_args did not give
-            LEFT JOIN engine_batches b ON b.node = $n AND (s.ts_start IS NULL OR b.ts >= s.ts_start)
-                 AND (s.ts_next IS NULL OR b.ts < s.ts_next)
-            GROUP BY s.start_seq
-        ) x
-        WHERE engine_starts.node = $n AND engine_starts.start_seq = x.start_seq AND engine_starts.role IS NULL
-        """,
-        {"n": node},
-    )
 
 
 # -- entry point ---------------------------------------------------------------------------------
@@ -669,25 +539,29 @@ def ingest_engine(
     chunk_bytes: int = CHUNK_BYTES,
     segment_bytes: int = SEGMENT_BYTES,
     node_map: str | os.PathLike[str] | None = None,
+    skip_unreadable: bool = False,
     **options: Any,
 ) -> IngestSummary:
     """Load SGLang engine/router logs (``[NODE=]PATH`` items) and rebuild ``engine_starts``.
 
-    Files may be plain or collected (CRI, Docker, journald, syslog, shipper exports: detected per
-    file, :mod:`forensics.sources.collect`). ``tz`` is the zone of the engines' local times, or
-    ``auto`` (each file's offset from its collector's UTC times). ``node_map`` is a TOML file of
-    ``"regex" = "node"`` pairs grouping pods into logical nodes (default rule:
-    :func:`forensics.sources.collect.layout.default_node`).
+    ``case`` is the case's load target (``Case.target()``). Files may be plain or collected (CRI,
+    Docker, journald, syslog, shipper exports: detected per file, :mod:`forensics.sources.collect`).
+    ``tz`` is the zone of the engines' local times, or ``auto`` (each file's offset from its
+    collector's UTC times). ``node_map`` is a TOML file of ``"regex" = "node"`` pairs grouping pods
+    into logical nodes (default rule: :func:`forensics.sources.collect.layout.default_node`).
+    Every file goes through the evidence ledger: an interrupted earlier load is rolled back and
+    read again, a grown file loads only its new lines, and ``engine_starts`` is rebuilt for every
+    node whose files changed (also when an earlier ingest died before its rebuild).
 
     Example:
         >>> from forensics.case import open_case
         >>> case = open_case(":memory:")
-        >>> ingest_engine(case, ["decode-0=tests/fixtures/engine/v0_5_6/decode.log"]).files[0].node  # doctest: +SKIP
+        >>> ingest_engine(case.target(), ["decode-0=tests/fixtures/engine/v0_5_6/decode.log"]).files[0].node  # doctest: +SKIP
         'decode-0'
     """
     if options:
         raise ParameterError(f"unknown engine option(s): {', '.join(sorted(options))}",
-                             hint="engine ingest takes paths, tz, node_map and quiet")
+                             hint="engine ingest takes paths, tz, node_map, skip_unreadable and quiet")
     t0 = time.perf_counter()
     # auto: each file's offset from its collection wrapper's UTC times (timezones.auto_offsets)
     tz = "auto" if tz.strip().lower() == "auto" else check_tz(tz)
@@ -700,28 +574,54 @@ def ingest_engine(
         summary.notes["engine layout warnings"] = layout_warnings
     kinds: dict[str, int] = {}
     samples: list[str] = []
-    touched: set[str] = set()
-    total_bytes = sum(s.path.stat().st_size for s in sources)
+    led = Ledger(case, "engine", counted=_TABLES)
     # The Arrow segment, the block being split and its sliced copy live in Python, outside
     # DuckDB's accounting: DuckDB's limit is lowered by them while the loader runs (without it the
     # process peaked 5 % over 1 GiB at 10 M lines: DuckDB filled its pool while a segment was staged).
     # Files are hashed ahead of the loader in a thread: hashlib releases the GIL, so the next
-    # file's sha256 (needed first, for the idempotency check) is computed while DuckDB works.
+    # file's sha256 (needed first, for the idempotency and growth checks) is computed while DuckDB works.
     pool = ThreadPoolExecutor(max_workers=1)
     try:
-        with case.loading(reserve_bytes=3 * segment_bytes), progress_bar(quiet, total_bytes, "engine") as bar:
-            digests = [pool.submit(sha256_file, s.path) for s in sources]
-            for src, digest in zip(sources, digests, strict=True):
+        with case.loading(reserve_bytes=3 * segment_bytes), database_errors(), \
+                progress_bar(quiet, sum(s.path.stat().st_size for s in sources), "engine") as bar:
+            recovered = led.recover()
+            if recovered:
+                summary.notes["engine: interrupted loads rolled back and read again"] = ", ".join(
+                    r.path for r in recovered)
+                with led.transaction():
+                    for r in recovered:
+                        if r.node is not None:
+                            led.mark_stale("engine_starts", r.node)
+            snaps: list[Snapshot | None] = []
+            for src in sources:
+                try:
+                    snaps.append(Snapshot.take(src.path))
+                except InputError:
+                    if not skip_unreadable:
+                        raise
+                    snaps.append(None)
+            cuts = {id(sn): led.prefix_sizes(sn.size, _head_sha(sn)) if led.has_known() else []
+                    for sn in snaps if sn is not None}
+            digests = [None if sn is None else pool.submit(fingerprint, sn, cuts[id(sn)]) for sn in snaps]
+            for src, snap, fut in zip(sources, snaps, digests, strict=True):
+                if snap is None or fut is None:
+                    summary.files.append(FileSummary(path=str(src.path), kind="engine", node=src.node,
+                                                     not_read="permission denied"))
+                    continue
                 if bar is not None:
                     bar.update(bar.task_ids[0], file=src.path.name)
-                fs = _ingest_one(case, src, digest.result(), tz, kinds, samples, chunk_bytes, segment_bytes,
-                                 touched, rule)
+                fs = _ingest_one(led, src, snap, fut.result(), tz, kinds, samples, chunk_bytes, segment_bytes, rule)
                 summary.files.append(fs)
                 if bar is not None:
-                    bar.update(bar.task_ids[0], advance=src.path.stat().st_size)
+                    bar.update(bar.task_ids[0], advance=snap.size)
+            # every node whose files changed (now, or in an ingest that died before this point)
+            stale = sorted(led.stale("engine_starts"))
+            crash_point("engine", "rebuild")
+            with led.transaction():
+                starts = rebuild_starts(case, stale)
+                led.clear_stale("engine_starts", stale)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    starts = rebuild_starts(case, touched)
     case.con.execute("DROP TABLE IF EXISTS _eng_cls")
     summary.elapsed_s = time.perf_counter() - t0
     summary.notes["engine line kinds"] = dict(sorted(kinds.items(), key=lambda kv: -kv[1]))
@@ -730,34 +630,51 @@ def ingest_engine(
     return summary
 
 
+def _head_sha(snap: Snapshot) -> str:
+    import hashlib
+
+    with snap.open() as fh:
+        return hashlib.sha256(fh.read(4096)).hexdigest()
+
+
+def _carry_from(case: Case, file_id: int) -> tuple[int | None, dt.datetime | None]:
+    """The last line with its own time in an earlier version of a file (for lines without one)."""
+    parts = " UNION ALL ".join(
+        f"SELECT line_no, ts FROM {t} WHERE file_id = $f AND ts IS NOT NULL"
+        + ("" if t == "router_requests" else " AND NOT coalesce(ts_inferred, false)")
+        for t in _TABLES)
+    row = case.con.execute(f"SELECT line_no, ts FROM ({parts}) ORDER BY line_no DESC LIMIT 1",
+                           {"f": file_id}).fetchall()
+    return (int(row[0][0]), row[0][1]) if row else (None, None)
+
+
 def _ingest_one(
-    case: Case, src: EngineSource, digest: str, tz: str, kinds: dict[str, int], samples: list[str],
-    chunk_bytes: int, segment_bytes: int, nodes_seen: set[str], rule: NodeRule,
+    led: Ledger, src: EngineSource, snap: Snapshot, fp: Fingerprint, tz: str, kinds: dict[str, int],
+    samples: list[str], chunk_bytes: int, segment_bytes: int, rule: NodeRule,
 ) -> FileSummary:
+    case = led.target
     fmt = "sglang-request-metrics" if src.kind == "metrics" else "sglang"
-    reg = register_file(
-        case, src.path, kind="engine", format=fmt, layer="engine", node=src.node, tz=tz,
-        options={"node": src.node, "tz": tz, "format": fmt,
-                 **({"pod": src.pod} if src.pod else {}), **({"container": src.container} if src.container else {}),
-                 **({"namespace": src.namespace} if src.namespace else {})}, sha256=digest,
-    )
-    fs = FileSummary(path=str(src.path), kind="engine", format=fmt, layer="engine", node=src.node,
-                     size=src.path.stat().st_size)
-    if isinstance(reg, int):
-        fs.file_id = reg
-        fs.skipped = f"already in case as file_id {reg}"
+    fs = FileSummary(path=str(src.path), kind="engine", format=fmt, layer="engine", node=src.node, size=snap.size)
+    decision: Decision = led.decide(fp.sha256, snap.size, fp.prefixes)
+    if decision.skip is not None:
+        fs.file_id = decision.skip
+        fs.skipped = f"already in case as file_id {decision.skip}"
         return fs
-    fs.file_id = reg.file_id
-    state = _ReadState()
-    file_id = reg.file_id
-    stage_lines(case, src.path, state,
-                on_segment=lambda node: _process_segment(case, src, file_id, tz, state, node),
-                chunk_bytes=chunk_bytes, segment_bytes=segment_bytes, tz=tz,
-                node_rule=None if src.fixed_node else rule)
+    options = {"node": src.node, "tz": tz, "format": fmt,
+               **({"pod": src.pod} if src.pod else {}), **({"container": src.container} if src.container else {}),
+               **({"namespace": src.namespace} if src.namespace else {})}
+    with led.transaction():
+        reg: FileLoad = led.begin(snap, fp.sha256, decision, format=fmt, layer="engine", node=src.node, tz=tz,
+                                  options=options, head_sha256=fp.head_sha256)
+    fs.file_id = file_id = reg.file_id
+    try:
+        state, moved = _read_file(led, src, snap, file_id, decision, tz, chunk_bytes, segment_bytes, rule)
+    except BaseException:
+        # segments already committed go with the file's evidence row (else the next ingest does it)
+        with contextlib.suppress(duckdb.Error), led.transaction():
+            led.discard([file_id])
+        raise
     counts = state.counts
-    rejected = state.rejected
-    n_rej = store_rejected(case, reg.file_id, rejected)
-    loaded = _loaded_count(case, reg.file_id)
     # Router files are told apart by their lines, not their names.
     if counts.get("router_request", 0) + counts.get("router", 0) + counts.get("router_pd_error", 0) > sum(
         v for k, v in counts.items() if not k.startswith("router")
@@ -766,6 +683,10 @@ def _ingest_one(
     read = state.read
     assert read is not None
     warnings = list(state.warnings)
+    if moved:
+        warnings.append(f"{moved}: its first {snap.size} bytes were read; the rest is read by the next ingest")
+    if decision.prior is not None:
+        warnings.append(f"grew since file_id {decision.prior.file_id} was read: loaded lines {decision.first_line} on")
     if state.bad_utf8_count:
         warnings.append(
             f"{state.bad_utf8_count} line(s) had invalid UTF-8 bytes, kept with U+FFFD "
@@ -773,28 +694,87 @@ def _ingest_one(
         )
     zone_warnings, tz_recorded = _zone_warnings(src, tz, state)
     warnings.extend(zone_warnings)
-    # physical lines = logical lines loaded + joined partial lines + wrapper framing + rejected
-    accounted = loaded + n_rej + read.joined + read.framing
-    if accounted != state.lines:
-        warnings.append(f"count mismatch: {state.lines} lines read, {loaded} loaded, {n_rej} rejected, "
-                        f"{read.joined} joined, {read.framing} framing")
+    try:
+        with led.transaction():  # the file is done in the transaction that writes its last rows
+            n_rej = store_rejected(case.con, file_id, state.rejected)
+            loaded = _loaded_count(case, file_id)
+            # physical lines = logical lines loaded + joined partial lines + wrapper framing + rejected
+            accounted = loaded + n_rej + read.joined + read.framing
+            if accounted != state.lines:
+                warnings.append(f"count mismatch: {state.lines} lines read, {loaded} loaded, {n_rej} rejected, "
+                                f"{read.joined} joined, {read.framing} framing")
+            led.finish(reg, lines_read=state.lines, rows_loaded=loaded, rows_rejected=n_rej, rows_duplicate=0,
+                       complete=state.complete, warning="; ".join(warnings) or None, end_offset=state.end_offset,
+                       end_line=state.end_line, open_tail=state.open_tail, format=fs.format)
+            case.con.execute(
+                "UPDATE evidence_files SET wrapper = $w, lines_joined = $j, lines_framing = $f, tz = $tz "
+                "WHERE file_id = $id",
+                {"w": read.wrapper, "j": read.joined, "f": read.framing, "tz": tz_recorded, "id": file_id})
+            for node in state.nodes or {src.node}:
+                led.mark_stale("engine_starts", node)
+    except BaseException:
+        with contextlib.suppress(duckdb.Error), led.transaction():
+            led.discard([file_id])
+        raise
     fs.lines_read, fs.rows_loaded, fs.rows_rejected = state.lines, loaded, n_rej
     fs.lines_joined, fs.lines_framing = read.joined, read.framing
     fs.complete, fs.warnings = state.complete, warnings
     fs.detected = read.detected
-    finish_file(case, reg.file_id, lines_read=state.lines, rows_loaded=loaded, rows_rejected=n_rej,
-                rows_duplicate=0, complete=state.complete, warning="; ".join(warnings) or None,
-                format=fs.format)
-    case.con.execute(
-        "UPDATE evidence_files SET wrapper = $w, lines_joined = $j, lines_framing = $f, tz = $tz WHERE file_id = $id",
-        {"w": read.wrapper, "j": read.joined, "f": read.framing, "tz": tz_recorded, "id": reg.file_id})
-    nodes_seen.update(state.nodes)
     for k, v in counts.items():
         kinds[k] = kinds.get(k, 0) + v
     if len(samples) < 5:
         for ln, text in case.con.execute(
             "SELECT line_no, left(text, 200) FROM engine_other_lines WHERE file_id = $f AND kind = 'unrecognised' "
-            "ORDER BY line_no LIMIT $k", {"f": reg.file_id, "k": 5 - len(samples)}
+            "ORDER BY line_no LIMIT $k", {"f": file_id, "k": 5 - len(samples)}
         ).fetchall():
             samples.append(f"{src.path.name}:{ln}: {text}")
     return fs
+
+
+def _read_file(led: Ledger, src: EngineSource, snap: Snapshot, file_id: int, decision: Decision, tz: str,
+               chunk_bytes: int, segment_bytes: int, rule: NodeRule) -> tuple[_ReadState, str | None]:
+    """Stage and load the file's lines; from a private copy of its snapshot if it moved while read.
+
+    The collection stage reads the path itself: a file that grew or changed meanwhile is read
+    again from a copy of exactly the bytes hashed at open (its rows so far give way first).
+    """
+    case = led.target
+
+    def once(path: Path) -> _ReadState:
+        state = _ReadState()
+        if decision.prior is not None:
+            line, ts = _carry_from(case, decision.prior.file_id)
+            if line is not None:
+                state.carry[src.node] = (line, -1, ts)
+        stage_lines(case, path, state, on_segment=lambda node: _process_segment(case, src, file_id, tz, state, node),
+                    chunk_bytes=chunk_bytes, segment_bytes=segment_bytes, tz=tz,
+                    node_rule=None if src.fixed_node else rule,
+                    start_offset=decision.start_offset, first_line=decision.first_line)
+        return state
+
+    state = once(src.path)
+    moved = snap.changed()
+    if moved is None:
+        return state, None
+    with led.transaction():
+        for table in led.evidence_tables():
+            case.con.execute(f'DELETE FROM "{table}" WHERE file_id = $f', {"f": file_id})
+    import hashlib
+
+    with case.temp_dir() as d:
+        copy = d / src.path.name
+        h = hashlib.sha256()
+        with snap.open() as fh, open(copy, "wb") as out:
+            while block := fh.read(1 << 20):
+                h.update(block)
+                out.write(block)
+        state = once(copy)
+    if h.hexdigest() != snap_sha(case, file_id):
+        # not only appended to: the bytes loaded (the copy's) are the evidence recorded
+        case.con.execute("UPDATE evidence_files SET sha256 = $s WHERE file_id = $f", {"s": h.hexdigest(), "f": file_id})
+        moved = f"{moved}; its first {snap.size} bytes changed too (the sha256 recorded is of the bytes loaded)"
+    return state, moved
+
+
+def snap_sha(case: Case, file_id: int) -> str:
+    return str(case.con.execute("SELECT sha256 FROM evidence_files WHERE file_id = $f", {"f": file_id}).fetchall()[0][0])

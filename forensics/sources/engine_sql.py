@@ -594,16 +594,3 @@ SELECT line_no, 'invalid JSON request record', pre || msg FROM _eng_cls
 WHERE (cls = 'req_json' AND NOT json_valid(msg)) OR (cls = 'req_metrics' AND NOT json_valid(msg))
 """
 
-FACTS_DDL = """
-CREATE TABLE IF NOT EXISTS engine_startup_facts (
-    node         VARCHAR NOT NULL,
-    ts           TIMESTAMP,
-    ts_inferred  BOOLEAN,
-    ranks        VARCHAR,
-    fact         VARCHAR,   -- server_args | kv_cache | max_total | ready | bootstrap | pool_warning | other
-    file_id      INTEGER NOT NULL,
-    line_no      BIGINT NOT NULL,
-    args         VARCHAR,   -- server_args: JSON object of the parsed arguments (secrets redacted)
-    text         VARCHAR    -- other facts: the message (capped at 1 KiB)
-)
-"""

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import json
+import io
 import os
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,13 +20,12 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from forensics import __version__
 from forensics.errors import InputError
 
 if TYPE_CHECKING:
+    import duckdb
     from rich.progress import Progress
 
-    from forensics.case import Case
 
 #: Raw bytes kept per rejected line.
 RAW_CAP = 4096
@@ -35,13 +34,29 @@ GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-def expand_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """Expand files, directories (recursively) and globs into a sorted list of files.
+@dataclass(frozen=True)
+class Unreadable:
+    """A path that could not be read (permission, I/O error), for the summary's "not read" list."""
 
-    Hidden files (``.name``) inside directories are ignored; an explicit path is always taken.
+    path: Path
+    reason: str
+
+
+def walk_files(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    skip_unreadable: bool = False,
+) -> tuple[list[Path], list[Unreadable]]:
+    """Expand files, directories (recursively) and globs into files, and the paths not readable.
+
+    Directories are walked following symbolic links (a link to a directory is read like the
+    directory; a link back to an ancestor is a loop, taken once); hidden entries (``.name``)
+    inside them are ignored, an explicit path is always taken. A file or directory that cannot
+    be read is an :class:`~forensics.errors.InputError` naming it, or with ``skip_unreadable``
+    is listed in the second result. Files are de-duplicated by their resolved path.
 
     Example:
-        >>> expand_paths([])
+        >>> walk_files([])
         Traceback (most recent call last):
         ...
         forensics.errors.InputError: no input paths given (pass a file, a directory or a glob)
@@ -52,24 +67,36 @@ def expand_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
     if not items:
         raise InputError("no input paths given", hint="pass a file, a directory or a glob")
     out: list[Path] = []
+    unreadable: list[Unreadable] = []
+
+    refuse = _refuser(skip_unreadable, unreadable)
+
     for item in items:
         p = Path(item)
-        if p.is_file():
-            out.append(p)
-        elif p.is_dir():
-            found = sorted(
-                q
-                for q in p.rglob("*")
-                if q.is_file() and not any(part.startswith(".") for part in q.relative_to(p).parts)
-            )
-            if not found:
+        try:
+            kind = "dir" if p.is_dir() else "file" if p.exists() else None
+        except OSError as exc:  # e.g. a path inside a directory we may not enter
+            refuse(p, exc)
+            continue
+        if kind == "dir":
+            found = _walk_dir(p, refuse)
+            if not found and not unreadable:
                 raise InputError(f"directory {item} contains no files", hint="check the path")
             out.extend(found)
+        elif kind == "file":
+            if not os.access(p, os.R_OK):
+                refuse(p, "permission denied")
+            elif p.is_file():
+                out.append(p)
+            else:
+                raise InputError(f"{item} is not a regular file", hint="pass a file, a directory or a glob")
         elif glob.has_magic(item):
             found = sorted(Path(q) for q in glob.glob(item, recursive=True) if Path(q).is_file())
             if not found:
                 raise InputError(f"no files match {item}", hint="check the glob pattern")
             out.extend(found)
+        elif p.is_symlink():
+            raise InputError(f"{item} is a broken symbolic link", hint="check where it points")
         else:
             raise InputError(f"{item}: no such file or directory", hint="check the path")
     # de-duplicate while keeping order
@@ -80,22 +107,220 @@ def expand_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
         if r not in seen:
             seen.add(r)
             unique.append(q)
-    return unique
+    return unique, unreadable
 
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    """Hex sha256 of a file's bytes.
+def _refuser(skip_unreadable: bool, unreadable: list[Unreadable]) -> Callable[[Path, OSError | str], None]:
+    def refuse(path: Path, exc: OSError | str) -> None:
+        reason = exc if isinstance(exc, str) else (exc.strerror or type(exc).__name__).lower()
+        if not skip_unreadable:
+            raise InputError(f"cannot read {path}: {reason}",
+                             hint="fix its permissions, or pass --skip-unreadable to list it as not read")
+        unreadable.append(Unreadable(path, reason))
+
+    return refuse
+
+
+def walk_dir(root: Path, *, skip_unreadable: bool = False, unread: list[Unreadable] | None = None) -> list[Path]:
+    """Every readable regular file under ``root`` (links followed, loops cut, hidden entries skipped).
+
+    An unreadable file or directory is an InputError naming it, or with ``skip_unreadable`` is
+    appended to ``unread``.
 
     Example:
-        >>> import tempfile; f = tempfile.NamedTemporaryFile(delete=False); _ = f.write(b"x"); f.close()
-        >>> sha256_file(Path(f.name))[:12]
-        '2d711642b726'
+        >>> import tempfile; d = Path(tempfile.mkdtemp()); _ = (d / "a.log").write_text("x")
+        >>> (d / "loop").symlink_to(d)
+        >>> [p.name for p in walk_dir(d)]
+        ['a.log']
     """
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    return _walk_dir(root, _refuser(skip_unreadable, unread if unread is not None else []))
+
+
+def _walk_dir(root: Path, refuse: Callable[[Path, OSError | str], None]) -> list[Path]:
+    """Every readable regular file under ``root``, following directory links once (loop-safe)."""
+    found: list[Path] = []
+    visited: set[tuple[int, int]] = set()
+
+    def onerror(exc: OSError) -> None:
+        refuse(Path(exc.filename) if exc.filename else root, exc)
+
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=onerror):
+        here = Path(dirpath)
+        try:
+            st = here.stat()
+        except OSError as exc:
+            refuse(here, exc)
+            dirnames[:] = []
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key in visited:  # a link back to a directory already walked: a loop (or a second name)
+            dirnames[:] = []
+            continue
+        visited.add(key)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            if name.startswith("."):
+                continue
+            f = here / name
+            if not f.is_file():
+                continue  # a broken link, a socket, a device: not evidence files
+            if not os.access(f, os.R_OK):
+                refuse(f, "permission denied")
+                continue
+            found.append(f)
+    return sorted(found)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A source file as it was when opened: everything read from it stops at ``size`` bytes.
+
+    A live log keeps growing while it is read; the evidence is the ``size`` bytes seen at open
+    (hashed exactly), and :meth:`changed` tells afterwards whether the file moved meanwhile.
+
+    Example:
+        >>> import tempfile; p = Path(tempfile.mkdtemp()) / "a.log"; _ = p.write_bytes(b"one\\n")
+        >>> snap = Snapshot.take(p); _ = open(p, "ab").write(b"two\\n")
+        >>> with snap.open() as fh: fh.read()
+        b'one\\n'
+        >>> snap.changed()
+        'it grew from 4 to 8 bytes while it was read'
+    """
+
+    path: Path
+    size: int
+    mtime_ns: int
+    dev: int
+    ino: int
+
+    @classmethod
+    def take(cls, path: Path) -> Snapshot:
+        """Stat ``path`` through an open descriptor (so it is readable); InputError if not."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            reason = (exc.strerror or type(exc).__name__).lower()
+            raise InputError(f"cannot read {path}: {reason}",
+                             hint="fix its permissions, or pass --skip-unreadable to list it as not read") from exc
+        try:
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        return cls(path, st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino)
+
+    @contextmanager
+    def open(self) -> Iterator[IO[bytes]]:
+        """The file for binary reading, bounded to the snapshot's size (seekable)."""
+        with open(self.path, "rb") as fh:
+            yield cast(IO[bytes], _BoundedFile(fh, self.size))
+
+    def changed(self) -> str | None:
+        """None if the file is as it was at open; else what changed, as a phrase."""
+        try:
+            st = self.path.stat()
+        except OSError as exc:
+            return f"it could no longer be read after it was read ({exc.strerror or exc})"
+        if (st.st_dev, st.st_ino) != (self.dev, self.ino):
+            return "it was replaced by another file while it was read"
+        if st.st_size > self.size:
+            return f"it grew from {self.size} to {st.st_size} bytes while it was read"
+        if st.st_size < self.size:
+            return f"it shrank from {self.size} to {st.st_size} bytes while it was read"
+        if st.st_mtime_ns != self.mtime_ns:
+            return "it was modified while it was read"
+        return None
+
+
+class _BoundedFile(io.RawIOBase):
+    """A read-only view of the first ``size`` bytes of an open file."""
+
+    def __init__(self, fh: IO[bytes], size: int) -> None:
+        self.fh, self.size = fh, size
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.fh.tell()
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        target = {0: offset, 1: self.fh.tell() + offset, 2: self.size + offset}[whence]
+        return self.fh.seek(max(0, min(target, self.size)))
+
+    def readinto(self, buf: Any) -> int:
+        left = self.size - self.fh.tell()
+        if left <= 0:
+            return 0
+        view = memoryview(buf)[: min(len(buf), left)]
+        return int(self.fh.readinto(view) or 0)  # type: ignore[attr-defined]
+
+    def read(self, n: int = -1) -> bytes:
+        left = self.size - self.fh.tell()
+        if left <= 0:
+            return b""
+        return self.fh.read(left if n is None or n < 0 else min(n, left))
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """The sha256 of a snapshot's bytes, of its first 4 KiB, and of the prefixes asked for."""
+
+    sha256: str
+    head_sha256: str
+    prefixes: dict[int, str]
+
+
+def fingerprint(snap: Snapshot, cuts: Iterable[int] = (), chunk: int = 1 << 20) -> Fingerprint:
+    """Hash exactly the snapshot's bytes, and their first 4 KiB and ``cuts`` prefixes, in one pass.
+
+    Example:
+        >>> import tempfile; p = Path(tempfile.mkdtemp()) / "a"; _ = p.write_bytes(b"abc")
+        >>> fp = fingerprint(Snapshot.take(p), [1])
+        >>> fp.sha256 == hashlib.sha256(b"abc").hexdigest(), fp.prefixes[1] == hashlib.sha256(b"a").hexdigest()
+        (True, True)
+    """
+    h = PrefixHasher(cuts)
+    with snap.open() as fh:
+        first = fh.read(4096)
+        head = hashlib.sha256(first).hexdigest()
+        h.update(first)
         while block := fh.read(chunk):
             h.update(block)
-    return h.hexdigest()
+    return Fingerprint(h.hexdigest(), head, h.prefixes)
+
+
+class PrefixHasher:
+    """sha256 of a stream and of some of its prefixes, in one pass (growth: is a known file a prefix?).
+
+    Example:
+        >>> h = PrefixHasher([2]); h.update(b"abc")
+        >>> h.prefixes[2] == hashlib.sha256(b"ab").hexdigest(), h.hexdigest() == hashlib.sha256(b"abc").hexdigest()
+        (True, True)
+    """
+
+    def __init__(self, cuts: Iterable[int] = ()) -> None:
+        self.h = hashlib.sha256()
+        self.pos = 0
+        self._cuts = sorted({int(c) for c in cuts if c > 0}, reverse=True)
+        #: prefix size -> hex sha256 of the stream's first that many bytes
+        self.prefixes: dict[int, str] = {}
+
+    def update(self, data: bytes | memoryview) -> None:
+        mv = memoryview(data)
+        while self._cuts and self.pos + len(mv) >= self._cuts[-1]:
+            k = self._cuts.pop() - self.pos
+            self.h.update(mv[:k])
+            self.pos += k
+            mv = mv[k:]
+            self.prefixes[self.pos] = self.h.copy().hexdigest()
+        self.h.update(mv)
+        self.pos += len(mv)
+
+    def hexdigest(self) -> str:
+        return self.h.hexdigest()
 
 
 def count_newlines(data: bytes) -> int:
@@ -111,25 +336,6 @@ def count_newlines(data: bytes) -> int:
     if len(data) < 4096:
         return data.count(b"\n")
     return int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == 10))
-
-
-def gunzip_block(d: zlib._Decompress, block: bytes) -> tuple[zlib._Decompress, bytes]:
-    """Decompress one block of gzip input, continuing across concatenated gzip members.
-
-    Returns the decompressor for the next block (a new one once a member ended inside this block)
-    and everything this block decompressed to. Rotated and ``cat``-joined logs hold several members.
-
-    Example:
-        >>> import gzip; data = gzip.compress(b"a\\n") + gzip.compress(b"b\\n")
-        >>> gunzip_block(zlib.decompressobj(16 + zlib.MAX_WBITS), data)[1]
-        b'a\\nb\\n'
-    """
-    out = d.decompress(block)
-    while d.eof and d.unused_data:
-        rest = d.unused_data
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        out += d.decompress(rest)
-    return d, out
 
 
 def compression_of(path: Path) -> str:
@@ -193,180 +399,39 @@ def decompressing(raw: IO[bytes], comp: str) -> Iterator[IO[bytes]]:
 
 
 def head_bytes(path: Path, n: int = 65536) -> bytes:
-    """The first ``n`` decompressed bytes (for format detection); tolerant of truncation."""
-    try:
-        with open_decompressed(path) as fh:
-            return fh.read(n)
-    except (EOFError, OSError, zlib.error):
-        return salvage_prefix(path, limit=n)[0]
-
-
-def salvage_prefix(path: Path, limit: int | None = None) -> tuple[bytes, bool]:
-    """Decompress as much of a (possibly truncated or corrupt) gzip/zstd file as possible.
-
-    Returns ``(data, complete)``. Only whole lines are returned when the file is incomplete:
-    a line cut by the break is dropped from the prefix (the caller records it as rejected).
+    """The first ``n`` decompressed bytes (for format detection); tolerant of damaged streams.
 
     Example:
-        >>> import tempfile; f = tempfile.NamedTemporaryFile(delete=False)
-        >>> import gzip; _ = f.write(gzip.compress(b"a\\nb\\n")[:-6]); f.close()
-        >>> salvage_prefix(Path(f.name))[1]
-        False
+        >>> import gzip, tempfile; f = tempfile.NamedTemporaryFile(delete=False)
+        >>> _ = f.write(gzip.compress(b"abc\\n" * 100)[:-9]); f.close()
+        >>> head_bytes(Path(f.name), 8)
+        b'abc\\nabc\\n'
     """
+    from forensics.sources.compressed import StreamReport, decoded_blocks, zstd_layout
+
     comp = compression_of(path)
     out = bytearray()
-    complete = True
-    if comp == "gzip":
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        with open(path, "rb") as fh:
-            try:
-                while block := fh.read(1 << 20):
-                    d, data = gunzip_block(d, block)
-                    out += data
-                    if limit is not None and len(out) >= limit:
-                        return bytes(out[:limit]), True
-                complete = d.eof
-            except zlib.error:
-                complete = False
-    elif comp == "zstd":
-        import zstandard
-
-        with open(path, "rb") as raw:
-            reader = zstandard.ZstdDecompressor().stream_reader(raw)
-            try:
-                while block := reader.read(1 << 20):
-                    out += block
-                    if limit is not None and len(out) >= limit:
-                        return bytes(out[:limit]), True
-            except zstandard.ZstdError:
-                complete = False
-    else:
-        with open(path, "rb") as fh:
-            data = fh.read() if limit is None else fh.read(limit)
-        return data, True
-    return bytes(out), complete
+    with open(path, "rb") as fh:
+        layout = zstd_layout(fh) if comp == "zstd" else None
+        for block in decoded_blocks(fh, comp, StreamReport(comp), block=min(n, 1 << 20), zstd_layout=layout):
+            out += block
+            if len(out) >= n:
+                break
+    return bytes(out[:n])
 
 
-@dataclass
-class FileRecord:
-    """An evidence_files row being filled in by a loader."""
+def store_rejected(con: duckdb.DuckDBPyConnection, file_id: int, rows: Sequence[tuple[int, str, bytes]]) -> int:
+    """Keep rejected lines ``(line_no, reason, raw)``: raw redacted (no prompt text), capped at 4 KiB.
 
-    file_id: int
-    path: Path
-    sha256: str
-    size: int
-    compression: str
-
-
-def find_existing(case: Case, sha256: str) -> int | None:
-    """The file_id of an already ingested file with this sha256, if any."""
-    row = case.con.execute(
-        "SELECT file_id FROM evidence_files WHERE sha256 = $s ORDER BY file_id LIMIT 1", {"s": sha256}
-    ).fetchall()
-    # fetchall, not fetchone: a half-read result keeps the connection busy for the next statement
-    return int(row[0][0]) if row else None
-
-
-def register_file(
-    case: Case,
-    path: Path,
-    *,
-    kind: str,
-    format: str | None,
-    layer: str | None = None,
-    node: str | None = None,
-    tz: str | None = None,
-    options: dict[str, Any] | None = None,
-    sha256: str | None = None,
-    complete: bool | None = False,
-    file_id: int | None = None,
-) -> FileRecord | int:
-    """Add an ``evidence_files`` row for ``path``; return the record, or the existing file_id.
-
-    A return of ``int`` means the same bytes (sha256) are already in the case: the caller must
-    skip the file and say so. ``complete`` is the row's initial flag (NULL marks a load in
-    progress). A caller registering many files may pass ``file_id`` (the next free one, known to
-    it) after checking the sha256 itself: the look-ups are then skipped.
+    ``raw_length`` keeps the original length.
     """
-    digest = sha256 or sha256_file(path)
-    if file_id is None:
-        existing = find_existing(case, digest)
-        if existing is not None:
-            return existing
-        row = case.con.execute("SELECT coalesce(max(file_id), 0) + 1 FROM evidence_files").fetchall()[0]
-        file_id = int(row[0]) if row else 1
-    size = path.stat().st_size
-    comp = compression_of(path)
-    case.con.execute(
-        """
-        INSERT INTO evidence_files (file_id, path, sha256, size, kind, format, layer, node,
-            compression, tz, lines_read, rows_loaded, rows_rejected, rows_duplicate, complete,
-            warning, ingested_at, toolkit_version, options)
-        VALUES ($file_id, $path, $sha, $size, $kind, $format, $layer, $node, $comp, $tz,
-            0, 0, 0, 0, $complete, NULL, $at, $version, $options)
-        """,
-        {
-            "file_id": file_id,
-            "path": str(path.resolve()),
-            "sha": digest,
-            "size": size,
-            "kind": kind,
-            "format": format,
-            "layer": layer,
-            "node": node,
-            "comp": comp,
-            "tz": tz,
-            "at": case.utcnow(),
-            "version": __version__,
-            "options": json.dumps(options or {}, sort_keys=True, default=str),
-            "complete": complete,
-        },
-    )
-    return FileRecord(file_id=file_id, path=path, sha256=digest, size=size, compression=comp)
-
-
-def finish_file(
-    case: Case,
-    file_id: int,
-    *,
-    lines_read: int,
-    rows_loaded: int,
-    rows_rejected: int,
-    rows_duplicate: int,
-    complete: bool,
-    warning: str | None = None,
-    format: str | None = None,
-    layer: str | None = None,
-) -> None:
-    """Write the final counts of a file into ``evidence_files``."""
-    case.con.execute(
-        """
-        UPDATE evidence_files SET lines_read = $lr, rows_loaded = $rl, rows_rejected = $rr,
-            rows_duplicate = $rd, complete = $c, warning = $w,
-            format = coalesce($f, format), layer = coalesce($layer, layer)
-        WHERE file_id = $id
-        """,
-        {
-            "lr": lines_read,
-            "rl": rows_loaded,
-            "rr": rows_rejected,
-            "rd": rows_duplicate,
-            "c": complete,
-            "w": warning,
-            "f": format,
-            "layer": layer,
-            "id": file_id,
-        },
-    )
-
-
-def store_rejected(case: Case, file_id: int, rows: Sequence[tuple[int, str, bytes]]) -> int:
-    """Keep rejected lines ``(line_no, reason, raw)``; raw is capped at 4 KiB, length kept."""
     if not rows:
         return 0
-    case.con.executemany(
+    from forensics.sources.redact import redact_raw
+
+    con.executemany(
         "INSERT INTO rejected_lines VALUES (?, ?, ?, ?, ?)",
-        [(file_id, ln, reason, raw[:RAW_CAP], len(raw)) for ln, reason, raw in rows],
+        [(file_id, ln, reason, redact_raw(raw)[:RAW_CAP], len(raw)) for ln, reason, raw in rows],
     )
     return len(rows)
 

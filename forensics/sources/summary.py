@@ -39,6 +39,7 @@ class FileSummary:
     lines_framing: int = 0
     complete: bool = True
     skipped: str | None = None  # e.g. "already in case as file_id 3"
+    not_read: str | None = None  # why an unreadable file was not read (--skip-unreadable)
     warnings: list[str] = field(default_factory=list)
     detected: str | None = None  # "auto-detected cloudflare-http (RayID, EdgeStartTimestamp)"
 
@@ -82,7 +83,7 @@ class IngestSummary:
 
     @property
     def bytes_read(self) -> int:
-        return sum(f.size for f in self.files if f.skipped is None)
+        return sum(f.size for f in self.files if f.skipped is None and f.not_read is None)
 
     @property
     def rows_per_s(self) -> float:
@@ -117,14 +118,17 @@ class IngestSummary:
         ]
         for f in self.files:
             name = f.path if len(f.path) <= 60 else "..." + f.path[-57:]
-            note = f.skipped or ("INCOMPLETE " if not f.complete else "") + "; ".join(f.warnings)
+            note = (f"NOT READ: {f.not_read}" if f.not_read else f.skipped
+                    or ("INCOMPLETE " if not f.complete else "") + "; ".join(f.warnings))
             fmt = (f.format or "")[:22]
             lines.append(
                 f"{name:<60} {fmt:<22} {f.lines_read:>10} {f.rows_loaded:>10} "
                 f"{f.rows_rejected:>9} {f.rows_duplicate:>7}  {note}".rstrip()
             )
+        unread = sum(1 for f in self.files if f.not_read)
         lines.append(
-            f"total: {len(self.files)} files, {self.lines_read} read, {self.rows_loaded} loaded, "
+            f"total: {len(self.files)} files{f' ({unread} NOT READ)' if unread else ''}, "
+            f"{self.lines_read} read, {self.rows_loaded} loaded, "
             f"{self.rows_rejected} rejected, {self.rows_duplicate} duplicate; "
             f"{self.elapsed_s:.2f} s, {self.rows_per_s:,.0f} rows/s, {self.mb_per_s:.1f} MB/s"
         )

@@ -21,14 +21,14 @@ Example:
 
 from __future__ import annotations
 
-from forensics.sources.gateway.fastpath import scan_file
+from forensics.sources.gateway.copies import salvage_to_file
 from forensics.sources.gateway.ingest import (
     KNOWN_OPTIONS,
     LOAD_RESERVE_BYTES,
     ingest_gateway,
 )
 from forensics.sources.gateway.presets import PRESETS, apply_options, resolve_spec
-from forensics.sources.gateway.salvage import salvage_to_file
+from forensics.sources.gateway.scan import scan_file
 from forensics.sources.gateway.sniffing import FilePlan, Sniff, detect, sniff
 from forensics.sources.gateway.sql import build_insert_sql, ts_sql
 

@@ -7,21 +7,15 @@ compared before the rows are kept.
 
 from __future__ import annotations
 
-import io
-import zlib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, cast
 
-from forensics.sources.files import compression_of, count_newlines, decompressing
+import duckdb
+
 from forensics.sources.gateway.load import Counts, Item, commit_point, finish_load
 from forensics.sources.gateway.numbering import number_by_position, positional_ok, raw_lines
 from forensics.sources.gateway.readers import duck_compression, lit
 from forensics.sources.gateway.sniffing import FilePlan
-from forensics.sources.gateway.sql import build_insert_sql, top_level
-
-if TYPE_CHECKING:
-    from forensics.case import Case
+from forensics.sources.gateway.sql import build_insert_sql, stash_of_lines_sql, top_level
 
 
 def fast_path_ok(plan: FilePlan) -> bool:
@@ -75,90 +69,7 @@ def read_json_source(plan: FilePlan, paths: list[str], comp: str, file_ids: list
     )
 
 
-@dataclass
-class Scan:
-    """One pass over a file's bytes: sha256, physical line count, seek points (see :func:`scan_file`).
-
-    Blank lines are not looked for: ``read_json`` skips them, so a file that has any shows fewer
-    rows than lines, and is then re-read line by line.
-    """
-
-    sha: str = ""
-    lines: int = 0
-    #: (byte offset, lines before it) every few MB of a plain file, to fetch a line without a full read
-    marks: list[tuple[int, int]] | None = None
-    #: the decompressed stream ended early (truncated or corrupt): ``lines`` counts the readable part
-    damaged: bool = False
-
-
-class _HashingReader(io.RawIOBase):
-    """A read-only file that hashes every byte read through it (the compressed bytes, for sha256)."""
-
-    def __init__(self, raw: IO[bytes], h: Any) -> None:
-        self.raw, self.h = raw, h
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buf: Any) -> int:
-        n = self.raw.readinto(buf)  # type: ignore[attr-defined]
-        if n:
-            self.h.update(memoryview(buf)[:n])
-        return int(n or 0)
-
-
-def scan_file(path: Path) -> Scan:
-    """Hash the file and count its decompressed lines in one pass (runs beside the load).
-
-    Gzip is inflated with ISA-L (``isal``): ~3 GB/s of output against ~0.5 GB/s for zlib, which
-    is what makes counting the lines of a large .gz beside its load affordable.
-
-    Example:
-        >>> import tempfile; p = Path(tempfile.mkdtemp()) / "a"; _ = p.write_bytes(b"a\\n\\nb")
-        >>> scan_file(p).lines
-        3
-    """
-    import hashlib
-
-    import zstandard
-
-    h = hashlib.sha256()
-    comp = compression_of(path)
-    out = Scan(marks=[] if comp == "none" else None)
-    last = b""
-    total = 0
-
-    def feed(data: bytes) -> None:
-        nonlocal last, total
-        if not data:
-            return
-        if out.marks is not None:
-            out.marks.append((total, out.lines))
-        total += len(data)
-        out.lines += count_newlines(data)
-        last = data
-
-    with open(path, "rb") as fh:
-        if comp == "none":
-            while block := fh.read(1 << 22):
-                h.update(block)
-                feed(block)
-        else:
-            try:
-                with decompressing(cast(IO[bytes], _HashingReader(fh, h)), comp) as z:
-                    while data := z.read(1 << 22):
-                        feed(data)
-            except (OSError, EOFError, zlib.error, zstandard.ZstdError):
-                out.damaged = True  # the loader reports the damage
-            while block := fh.read(1 << 22):  # hash what the decompressor did not read
-                h.update(block)
-    if total and not last.endswith(b"\n"):
-        out.lines += 1
-    out.sha = h.hexdigest()
-    return out
-
-
-def load_fast(case: Case, items: list[Item], tz: str) -> dict[int, Counts] | None:
+def load_fast(con: duckdb.DuckDBPyConnection, items: list[Item], tz: str) -> dict[int, Counts] | None:
     """Load NDJSON files through one ``read_json``; None when their rows do not match their lines.
 
     ``read_json`` skips blank lines, so its row number is the physical line number only when a
@@ -168,7 +79,6 @@ def load_fast(case: Case, items: list[Item], tz: str) -> dict[int, Counts] | Non
     None also when the rows cannot be numbered by position: the caller drops them and reloads
     through the line reader.
     """
-    con = case.con
     plan = items[0].plan
     positional = positional_ok(con)
     ids = [it.file_id for it in items]
@@ -203,11 +113,14 @@ def load_fast(case: Case, items: list[Item], tz: str) -> dict[int, Counts] | Non
                     text.append((it.file_id, ln, raw.decode("utf-8")))
                 except UnicodeDecodeError:
                     repair.append((it.file_id, ln, raw.decode("utf-8", errors="replace")))
+        # the raw lines stay in a temporary table (never in the case file): their reasons and
+        # redacted bytes are what the rejected rows keep
         con.execute("CREATE OR REPLACE TEMP TABLE gw_rawtext (fid INTEGER, rn BIGINT, line VARCHAR)")
         if text:
             con.executemany("INSERT INTO gw_rawtext VALUES (?, ?, ?)", text)
-            con.execute("UPDATE gateway_requests g SET in_band_error = r.line FROM gw_rawtext r "
-                        "WHERE g.file_id = r.fid AND g.line_no = r.rn AND g.ts_start IS NULL")
+            con.execute(f"UPDATE gateway_requests g SET in_band_error = r.stash FROM "
+                        f"({stash_of_lines_sql(plan, 'SELECT fid, rn, line FROM gw_rawtext', tz)}) r "
+                        f"WHERE g.file_id = r.fid AND g.line_no = r.rn AND g.ts_start IS NULL")
         if repair:
             # non-UTF-8 bytes (say in a user-agent): parse the line with U+FFFD in their place
             con.execute("DELETE FROM gw_rawtext")
@@ -218,4 +131,4 @@ def load_fast(case: Case, items: list[Item], tz: str) -> dict[int, Counts] | Non
                                          rejects=items[0].rejects, file_id=ids[0], tz=tz,
                                          source="SELECT fid, rn, line FROM gw_rawtext"))
         con.execute("DROP TABLE gw_rawtext")
-    return finish_load(case, items, {}, tz)
+    return finish_load(con, items, {}, tz)

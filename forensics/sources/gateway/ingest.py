@@ -1,6 +1,10 @@
 """The gateway loader's entry point: expand paths, plan every file, load them in batches.
 
-Each batch is one transaction: a file either lands whole (with its counts) or not at all.
+Every file goes through the evidence ledger (:mod:`forensics.sources.ledger`): registered as
+'loading', its rows written, its counts and 'done' committed with its last rows. Small files of
+one format are loaded together (one ``read_json`` over the list); a big file is hashed and counted
+in a thread beside its load. A grown file loads only its new lines, a damaged stream its readable
+part, a file that moved while read exactly the bytes of its snapshot (:mod:`.copies`).
 """
 
 from __future__ import annotations
@@ -10,36 +14,37 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 
+from forensics.case import LoadTarget
 from forensics.errors import InputError, ParameterError
 from forensics.sources.files import (
-    FileRecord,
+    Snapshot,
     compression_of,
-    expand_paths,
-    finish_file,
     progress_bar,
-    register_file,
-    sha256_file,
+    store_rejected,
+    walk_files,
 )
 from forensics.sources.gateway import fastpath
-from forensics.sources.gateway.fastpath import Scan, fast_path_ok, scan_file
-from forensics.sources.gateway.load import Counts, Item, load_file, load_files
+from forensics.sources.gateway.copies import Copy, head_line, make_copy, sha256_head
+from forensics.sources.gateway.fastpath import fast_path_ok
+from forensics.sources.gateway.load import Counts, Item, load_files
+from forensics.sources.gateway.numbering import raw_lines
 from forensics.sources.gateway.presets import apply_options, resolve_spec
-from forensics.sources.gateway.salvage import is_truncation, load_salvaged
+from forensics.sources.gateway.scan import MAX_DEPTH, MAX_LINE_BYTES, Scan, scan_file
 from forensics.sources.gateway.sniffing import FilePlan, Sniff, check_required, detect, sniff
+from forensics.sources.gateway.spec import Spec
 from forensics.sources.gateway.sql import install_macros
+from forensics.sources.ledger import Decision, FileLoad, Ledger, database_errors
 from forensics.sources.summary import FileSummary, IngestSummary
 from forensics.sources.timezones import check_tz
 
-if TYPE_CHECKING:
-    from forensics.case import Case
-
-
-#: Options ``ingest_gateway`` accepts besides format/tz/quiet.
+#: Options ``ingest_gateway`` accepts besides format/tz/quiet/skip_unreadable.
 KNOWN_OPTIONS = {
     "layer": "override the layer written to every row (edge, proxy, router, ...)",
     "tenant_field": "read the tenant from this field (top-level key or $-path) instead of the preset's rule",
@@ -48,50 +53,55 @@ KNOWN_OPTIONS = {
     "tenant_attribute": "otel: the span or resource attribute that holds the tenant",
 }
 
-
 #: Memory the gateway loader's process holds beside DuckDB's budget while loading (the Python
 #: runtime, the hashing thread's blocks, DuckDB's allocations outside its buffer pool): kept out
 #: of the load budget so the process stays under it (measured on 5 M rows: 925 -> ~770 MiB peak).
 LOAD_RESERVE_BYTES = 160 << 20
 
-
 #: Small line-oriented files of one spec are loaded together (planning costs more than reading them).
 BATCH_FILE_BYTES = 8 * 1024 * 1024
-
-
 BATCH_MAX_FILES = 64
-
-
 BATCH_MAX_BYTES = 64 * 1024 * 1024
 
+#: Evidence tables whose rows count as loaded gateway records.
+_COUNTED = ("gateway_requests",)
 
-def undo_unfinished(case: Case) -> list[str]:
-    """Remove the rows of gateway files whose ingest did not finish; return their paths."""
-    con = case.con
-    rows = con.execute(
-        "SELECT file_id, path FROM evidence_files WHERE kind = 'gateway' AND complete IS NULL"
-    ).fetchall()
-    if not rows:
-        return []
-    ids = ", ".join(str(int(r[0])) for r in rows)
-    for table in ("gateway_requests", "rejected_lines", "evidence_files"):
-        con.execute(f"DELETE FROM {table} WHERE file_id IN ({ids})")
-    return [str(r[1]) for r in rows]
+#: The spec of an empty file read with format auto: nothing to detect, nothing to load.
+EMPTY_SPEC = Spec(name="empty", layer="", columns={})
+
+
+@dataclass
+class _Job:
+    """One file to load: its plan, snapshot, scan (maybe still running) and what the ledger decided."""
+
+    plan: FilePlan
+    snap: Snapshot
+    summary: FileSummary
+    scan: Callable[[], Scan]
+    decision: Decision = field(default_factory=Decision)
+    load: FileLoad | None = None
+    #: set when the file is read from a private copy instead of itself
+    copy: Copy | None = None
+    #: the scan ran before the load (else it runs beside it, in a thread)
+    scan_known: bool = False
+    warnings: list[str] = field(default_factory=list)
 
 
 def ingest_gateway(
-    case: Case,
+    target: LoadTarget,
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     *,
     format: str = "auto",
     tz: str = "UTC",
     quiet: bool = True,
+    skip_unreadable: bool = False,
     **options: Any,
 ) -> IngestSummary:
     """Load gateway logs (files, directories, globs) into ``gateway_requests``.
 
     ``format`` is ``auto`` (detect per file), a preset name or a TOML mapping path; ``tz`` is the
-    zone of zone-less timestamps. Options: see :data:`KNOWN_OPTIONS`.
+    zone of zone-less timestamps; ``skip_unreadable`` lists unreadable paths as not read instead
+    of stopping. Options: see :data:`KNOWN_OPTIONS`.
 
     Example:
         >>> import forensics
@@ -105,48 +115,60 @@ def ingest_gateway(
     if bad:
         raise ParameterError(f"unknown gateway option(s) {sorted(bad)}",
                              hint=f"known: {', '.join(KNOWN_OPTIONS)}")
+    con = target.con
     tz = check_tz(tz)  # the toolkit's one zone validator (forensics.sources.timezones)
     fixed = resolve_spec(format)
     if fixed is not None and fixed.tz:
         check_tz(fixed.tz)
-    files = expand_paths(paths)
+    files, unreadable = walk_files(paths, skip_unreadable=skip_unreadable)
     # Detect every file first: a wrong format fails before any time is spent loading.
-    plans: list[FilePlan] = []
-    for p in files:
-        sn = sniff(p)
-        if fixed is None:
-            spec, detected = detect(sn, p)
-        else:
-            spec, detected = fixed, None
-            if spec.container == "text" and sn.container != "text" and spec.line_regex:
-                sn = Sniff("text", sn.compression, [], set(), sn.text_lines)
-        if spec.line_regex is not None and sn.container != "text":
-            sn = Sniff("text", sn.compression, [], set(), [])
-        if spec.line_regex is None and sn.container == "text":
-            raise InputError(
-                f"{spec.name} reads JSON, CSV or Parquet records, but this file is plain text",
-                where=str(p), hint="pick the right --gateway-format, or a mapping .toml with line_regex",
-            )
-        plan = FilePlan(p, apply_options(spec, options), sn, detected)
-        check_required(plan)
-        plans.append(plan)
-    install_macros(case.con)
+    plans = [_plan(p, fixed, options) for p in files]
     summary = IngestSummary()
-    undone = undo_unfinished(case)
-    if undone:
-        summary.notes["gateway: undone interrupted ingests (read again)"] = ", ".join(undone)
-    total_bytes = sum(p.stat().st_size for p in files)
-    with progress_bar(quiet, total_bytes, "gateway") as bar:
-        for batch in _batches(plans):
-            if bar is not None:
-                bar.update(bar.task_ids[0], file=batch[0].path.name)
-            done = (_ingest_batch(case, batch, tz, options) if len(batch) > 1
-                    else [_ingest_one(case, batch[0], tz, options, bar)])
-            summary.files.extend(done)
-            if bar is not None:
-                bar.advance(bar.task_ids[0], sum(f.size for f in done))
+    with target.loading(LOAD_RESERVE_BYTES), database_errors():
+        install_macros(con)
+        led = Ledger(target, "gateway", counted=_COUNTED)
+        recovered = led.recover()
+        if recovered:
+            summary.notes["gateway: interrupted loads rolled back and read again"] = ", ".join(
+                r.path for r in recovered)
+        total_bytes = sum(p.path.stat().st_size for p in plans)
+        with progress_bar(quiet, total_bytes, "gateway") as bar:
+            for batch in _batches(plans):
+                if bar is not None:
+                    bar.update(bar.task_ids[0], file=batch[0].path.name)
+                done = (_ingest_batch(led, batch, tz, options) if len(batch) > 1
+                        else [_ingest_one(led, batch[0], tz, options, bar)])
+                summary.files.extend(done)
+                if bar is not None:
+                    bar.advance(bar.task_ids[0], sum(f.size for f in done))
+    for u in unreadable:
+        summary.files.append(FileSummary(path=str(u.path), kind="gateway", not_read=u.reason))
     summary.elapsed_s = time.perf_counter() - t0
     return summary
+
+
+def _plan(path: Path, fixed: Any, options: dict[str, Any]) -> FilePlan:
+    """Sniff one file and pick its spec (``fixed``, else detected); empty files get no spec check."""
+    sn = sniff(path)
+    if sn.container == "empty":
+        spec = fixed if fixed is not None else EMPTY_SPEC
+        return FilePlan(path, spec, sn, None)
+    if fixed is None:
+        spec, detected = detect(sn, path)
+    else:
+        spec, detected = fixed, None
+        if spec.container == "text" and sn.container != "text" and spec.line_regex:
+            sn = Sniff("text", sn.compression, [], set(), sn.text_lines)
+    if spec.line_regex is not None and sn.container != "text":
+        sn = Sniff("text", sn.compression, [], set(), [])
+    if spec.line_regex is None and sn.container == "text":
+        raise InputError(
+            f"{spec.name} reads JSON, CSV or Parquet records, but this file is plain text",
+            where=str(path), hint="pick the right --gateway-format, or a mapping .toml with line_regex",
+        )
+    plan = FilePlan(path, apply_options(spec, options), sn, detected)
+    check_required(plan)
+    return plan
 
 
 def _batchable(plan: FilePlan) -> bool:
@@ -182,228 +204,394 @@ def _opts(plan: FilePlan, tz: str, options: dict[str, Any]) -> dict[str, Any]:
     return opts
 
 
-def _register(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], sha: str,
-              file_id: int | None = None) -> FileRecord:
-    """Add the file's evidence row, marked unfinished (``complete = NULL``) until its counts land."""
-    rec = register_file(case, plan.path, kind="gateway", format=plan.spec.name, layer=plan.spec.layer,
-                        tz=plan.spec.tz or tz, options=_opts(plan, tz, options), sha256=sha, complete=None,
-                        file_id=file_id)
-    assert not isinstance(rec, int)  # the sha is new (or pending): never an existing file
-    return rec
-
-
-def _existing_file_id(con: duckdb.DuckDBPyConnection, sha: str) -> int | None:
-    rows = con.execute(
-        "SELECT file_id FROM evidence_files WHERE sha256 = $s ORDER BY file_id LIMIT 1", {"s": sha}
-    ).fetchall()
-    return int(rows[0][0]) if rows else None
+def _meta(job: _Job, tz: str, options: dict[str, Any]) -> dict[str, Any]:
+    spec = job.plan.spec
+    empty = job.plan.sniff.container == "empty" and spec is EMPTY_SPEC
+    return {"format": None if empty else spec.name, "layer": None if empty else spec.layer,
+            "tz": spec.tz or tz, "options": _opts(job.plan, tz, options), "head_sha256": job.scan().head}
 
 
 def _known(scan: Scan) -> Callable[[], Scan]:
     return lambda: scan
 
 
-def _ingest_batch(case: Case, plans: list[FilePlan], tz: str, options: dict[str, Any]) -> list[FileSummary]:
-    """Load several small files in one transaction and one INSERT; fall back to one by one."""
-    con = case.con
-    summaries: list[FileSummary] = []
-    todo: list[tuple[FilePlan, FileSummary, str]] = []
+def _lines_of(scan: Scan) -> Callable[[], int]:
+    return lambda: scan.lines
+
+
+def _summary(plan: FilePlan, size: int) -> FileSummary:
+    empty = plan.spec is EMPTY_SPEC
+    return FileSummary(path=str(plan.path), kind="gateway", format="" if empty else plan.spec.name,
+                       layer=None if empty else plan.spec.layer, size=size, detected=plan.detected)
+
+
+def _decide(led: Ledger, job: _Job, seen: dict[str, str]) -> bool:
+    """Set the job's decision from its (finished) scan; False when the file is skipped."""
+    sc = job.scan()
+    job.decision = led.decide(sc.sha, job.snap.size, sc.prefixes)
+    fs = job.summary
+    if job.decision.skip is not None:
+        fs.file_id = job.decision.skip
+        fs.skipped = f"already in case as file_id {job.decision.skip} (same sha256)"
+        return False
+    if sc.sha in seen:
+        fs.skipped = f"same bytes as {seen[sc.sha]} (same sha256)"
+        return False
+    seen[sc.sha] = str(job.plan.path)
+    return True
+
+
+def _needs_copy(job: _Job) -> bool:
+    """The file cannot be handed to DuckDB as it is (grown, damaged stream, over-long lines)."""
+    sc = job.scan()
+    return job.decision.prior is not None or sc.damaged or sc.longest > MAX_LINE_BYTES
+
+
+def _ingest_batch(led: Ledger, plans: list[FilePlan], tz: str, options: dict[str, Any]) -> list[FileSummary]:
+    """Load several small files in one transaction and one INSERT; odd ones one by one."""
+    snaps = [Snapshot.take(p.path) for p in plans]
+    # hashing, inflating and counting release the GIL: two files at a time (measured 0.8 -> 0.5 s
+    # for 227 hourly files)
+    cuts = [led.prefix_sizes(s.size, sha256_head(s)) if led.has_known() else [] for s in snaps]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        scans = list(pool.map(lambda a: scan_file(a[0], a[1]), zip(snaps, cuts, strict=True)))
+    jobs = [_Job(p, s, _summary(p, s.size), _known(sc), scan_known=True)
+            for p, s, sc in zip(plans, snaps, scans, strict=True)]
     seen: dict[str, str] = {}
-    # NDJSON of one compression is read by one read_json, which needs every file's line count:
-    # the pass that hashes a file counts its lines too (small files: no thread to hide it in)
-    fast = all(fast_path_ok(p) for p in plans) and len({p.sniff.compression for p in plans}) == 1
-    scans: dict[str, Scan] = {}
-    if fast:
-        from concurrent.futures import ThreadPoolExecutor
-
-        # hashing, inflating and counting release the GIL: two files at a time (measured 0.8 -> 0.5 s
-        # for 227 hourly files)
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            scans = dict(zip((str(p.path) for p in plans), pool.map(scan_file, [p.path for p in plans]), strict=True))
-    shas = [scans[str(p.path)].sha if fast else sha256_file(p.path) for p in plans]
-    # one look-up for the whole batch (per-file statements cost more than reading small files)
-    known = {str(s): int(f) for s, f in con.execute(
-        "SELECT sha256, min(file_id) FROM evidence_files WHERE list_contains($s, sha256) GROUP BY sha256",
-        {"s": shas}).fetchall()}
-    for plan, sha in zip(plans, shas, strict=True):
-        fs = FileSummary(path=str(plan.path), kind="gateway", format=plan.spec.name, layer=plan.spec.layer,
-                         size=plan.path.stat().st_size, detected=plan.detected)
-        summaries.append(fs)
-        existing = known.get(sha)
-        if existing is not None:
-            fs.file_id = existing
-            fs.skipped = f"already in case as file_id {existing} (same sha256)"
-        elif sha in seen:
-            fs.skipped = f"same bytes as {seen[sha]} (same sha256)"
-        else:
-            seen[sha] = str(plan.path)
-            todo.append((plan, fs, sha))
-    if not todo:
-        return summaries
-    con.execute("BEGIN TRANSACTION")
-    try:
-        items = []
-        row = con.execute("SELECT coalesce(max(file_id), 0) + 1 FROM evidence_files").fetchall()[0]
-        next_id = int(row[0])
-        for plan, fs, sha in todo:
-            rec = _register(case, plan, tz, options, sha, file_id=next_id)
-            next_id += 1
-            fs.file_id = rec.file_id
-            sc = scans.get(str(plan.path))
-            items.append(Item(plan, rec.file_id, str(plan.path), compression_of(plan.path),
-                               scan=None if sc is None else _known(sc)))
-        counts = _load_batch(case, items, tz)
-        finished = []
-        for _plan, fs, _sha in todo:
-            assert fs.file_id is not None
-            c = counts[fs.file_id]
-            fs.lines_read, fs.rows_rejected, fs.rows_duplicate = c.lines, c.rejected, c.duplicate
-            fs.rows_loaded = c.lines - c.rejected - c.duplicate
-            finished.append(f"({fs.file_id}, {c.lines}, {fs.rows_loaded}, {c.rejected}, {c.duplicate})")
-        # the counts of the whole batch in one statement (what finish_file writes, file by file)
-        con.execute(
-            f"UPDATE evidence_files e SET lines_read = v.lr, rows_loaded = v.rl, rows_rejected = v.rr, "
-            f"rows_duplicate = v.rd, complete = true, warning = NULL "
-            f"FROM (VALUES {', '.join(finished)}) v(fid, lr, rl, rr, rd) WHERE e.file_id = v.fid"
-        )
-        con.execute("COMMIT")
-    except duckdb.Error:
-        # e.g. a truncated .gz in the batch: redo these files one by one, where each failure is
-        # handled (salvaged, reported) on its own
-        con.execute("ROLLBACK")
-        undo_unfinished(case)
-        redone = {str(p.path): _ingest_one(case, p, tz, options, None) for p, _, _ in todo}
-        return [redone.get(fs.path, fs) for fs in summaries]
-    return summaries
+    todo = [j for j in jobs if _decide(led, j, seen)]
+    alone = [j for j in todo if _needs_copy(j) or j.plan.sniff.container == "empty"]
+    together = [j for j in todo if j not in alone]
+    if len(together) == 1:
+        alone, together = alone + together, []
+    if together:
+        fast = all(fast_path_ok(j.plan) for j in together) and len({j.plan.sniff.compression for j in together}) == 1
+        try:
+            with led.transaction():
+                loads = led.begin_many([(j.snap, j.scan().sha, j.decision, _meta(j, tz, options)) for j in together])
+                for j, fl in zip(together, loads, strict=True):
+                    j.load = fl
+                    j.summary.file_id = fl.file_id
+                items = [Item(j.plan, fl.file_id, str(j.plan.path), fl.compression,
+                              scan=j.scan if fast else None, lines=_lines_of(j.scan()))
+                         for j, fl in zip(together, loads, strict=True)]
+                counts = _load_batch(led.con, items, tz)
+                if any(j.snap.changed() for j in together):
+                    raise _Moved(together)
+                _finish(led, together, counts)
+        except _Moved:
+            # one of them moved while read: each is read again on its own (a moved one from a copy)
+            _discard(led, together)
+            alone.extend(together)
+        except duckdb.InterruptException:
+            raise KeyboardInterrupt from None
+        except duckdb.Error:
+            # e.g. a file that fails inside the batch: redo these files one by one, where each
+            # failure is handled (salvaged, reported) on its own
+            _discard(led, together)
+            alone.extend(together)
+    for j in alone:
+        moved = j.snap.changed()
+        if moved:
+            j.copy = None
+            j.warnings.append(f"{moved}: its first {j.snap.size} bytes were read (a private copy); "
+                              f"the rest is read by the next ingest")
+        _load_alone(led, j, tz, options, force_copy=bool(moved))
+    return [j.summary for j in jobs]
 
 
-def _load_batch(case: Case, items: list[Item], tz: str) -> dict[int, Counts]:
+class _Moved(Exception):
+    """The files must be read again from private copies (they moved, or their scan says so)."""
+
+    def __init__(self, jobs: list[_Job], why: str | None = None) -> None:
+        super().__init__("files moved while read")
+        self.jobs = jobs
+        self.why = why
+
+
+def _discard(led: Ledger, jobs: list[_Job]) -> None:
+    """Drop what a failed attempt left of these files (rows committed at a commit point included)."""
+    ids = [j.load.file_id for j in jobs if j.load is not None]
+    with led.transaction():
+        led.discard(ids)
+    for j in jobs:
+        j.load = None
+        j.summary.file_id = None
+
+
+def _load_batch(con: duckdb.DuckDBPyConnection, items: list[Item], tz: str) -> dict[int, Counts]:
     """Load a batch of small files of one spec; NDJSON with known scans through one ``read_json``."""
     if all(it.scan is not None for it in items):
         # read_json over all the files at once: parallel across files (a UNION ALL of line
         # readers ran them one after the other: 227 hourly .gz files, 6.8 s against 2.7 s bare)
-        fast = fastpath.load_fast(case, items, tz)
+        fast = fastpath.load_fast(con, items, tz)
         if fast is not None:
             return fast
         ids = ", ".join(str(int(it.file_id)) for it in items)
-        case.con.execute(f"DELETE FROM gateway_requests WHERE file_id IN ({ids})")
-    return load_files(case, items, tz)
+        con.execute(f"DELETE FROM gateway_requests WHERE file_id IN ({ids})")
+        items = [Item(it.plan, it.file_id, it.read_path, it.comp, lines=it.lines) for it in items]
+    return load_files(con, items, tz)
 
 
-def _ingest_one(case: Case, plan: FilePlan, tz: str, options: dict[str, Any], bar: Any) -> FileSummary:
-    path = plan.path
-    spec = plan.spec
-    size = path.stat().st_size
-    fs = FileSummary(path=str(path), kind="gateway", format=spec.name, layer=spec.layer, size=size,
-                     detected=plan.detected)
-    con = case.con
-    # Hashing a multi-GB file costs as much as parsing it; a file can only repeat one already in
-    # the case if the sizes match, so otherwise the hash runs alongside the load.
-    same_size = con.execute(
-        "SELECT count(*) FROM evidence_files WHERE size = $s", {"s": size}
-    ).fetchall()[0]
-    fast = fast_path_ok(plan)
-    # CSV: the physical line count tells whether records span lines (see csv_physical_lines)
-    count_lines = fast or plan.sniff.container == "csv"
-    digest: dict[str, Any] = {}
-
-    def run_scan() -> None:
-        if count_lines:
-            sc = scan_file(path)
-            digest["scan"], digest["sha"] = sc, sc.sha
-        else:
-            digest["sha"] = sha256_file(path)
-
-    hasher: threading.Thread | None = None
-    if same_size and same_size[0]:
-        run_scan()
-        existing = _existing_file_id(con, digest["sha"])
-        if existing is not None:
-            fs.file_id = existing
-            fs.skipped = f"already in case as file_id {existing} (same sha256)"
-            return fs
+def _reject_deep(con: duckdb.DuckDBPyConnection, job: _Job, c: Counts) -> None:
+    """Reject the lines whose JSON nests deeper than MAX_DEPTH (DuckDB reads them; others would not)."""
+    assert job.load is not None
+    first = job.decision.first_line
+    lines = sorted(n for n in job.scan().deep if n >= first)
+    if not lines or job.plan.sniff.container != "ndjson":
+        return
+    fid = job.load.file_id
+    if job.copy is not None:
+        shift = first - 1 - job.copy.header_lines
+        raws = raw_lines(job.copy.path, "none", {n - shift for n in lines})
+        raws = {n + shift: r for n, r in raws.items()}
     else:
-        hasher = threading.Thread(target=run_scan, daemon=True)
-        hasher.start()
+        raws = raw_lines(job.plan.path, compression_of(job.plan.path), set(lines), job.scan().marks)
+    con.execute("DELETE FROM gateway_requests WHERE file_id = $f AND list_contains($l, line_no)", {"f": fid, "l": lines})
+    con.execute("DELETE FROM rejected_lines WHERE file_id = $f AND list_contains($l, line_no)", {"f": fid, "l": lines})
+    store_rejected(con, fid, [(n, f"JSON nested {MAX_DEPTH} or more levels deep: not parsed", raws.get(n, b""))
+                              for n in lines])
+    c.rejected, c.duplicate = (int(v) for v in con.execute(
+        "SELECT (SELECT count(*) FROM rejected_lines WHERE file_id = $f), "
+        "(SELECT count(*) FROM gateway_requests WHERE file_id = $f AND is_duplicate)", {"f": fid}).fetchall()[0])
+
+
+def _finish(led: Ledger, jobs: list[_Job], counts: dict[int, Counts]) -> None:
+    """Write the files' counts and 'done' (inside the transaction of their last rows)."""
+    rows = []
+    for j in jobs:
+        assert j.load is not None
+        c = counts[j.load.file_id]
+        _reject_deep(led.con, j, c)
+        sc = j.scan()
+        warnings = [*j.warnings, *([c.warning] if c.warning else [])]
+        report = j.copy.report if j.copy is not None else sc.report
+        complete = report.complete
+        if report.warning():
+            warnings.insert(0, str(report.warning()))
+        end_offset, end_line, open_tail = _end_of(j)
+        fs = j.summary
+        fs.lines_read, fs.rows_rejected, fs.rows_duplicate = c.lines, c.rejected, c.duplicate
+        fs.rows_loaded = c.lines - c.rejected - c.duplicate
+        fs.complete = complete
+        fs.warnings = warnings
+        fs.file_id = j.load.file_id
+        if j.decision.prior is not None:
+            fs.warnings.append(f"grew since file_id {j.decision.prior.file_id} was read: loaded lines "
+                               f"{j.decision.first_line} on")
+        rows.append(dict(lines_read=c.lines, rows_loaded=fs.rows_loaded, rows_rejected=c.rejected,
+                         rows_duplicate=c.duplicate, complete=complete, warning="; ".join(warnings) or None,
+                         end_offset=end_offset, end_line=end_line, open_tail=open_tail))
+    led.finish_many([j.load for j in jobs if j.load is not None], rows)
+
+
+def _end_of(job: _Job) -> tuple[int | None, int | None, bool]:
+    """Where a later, grown version of this file resumes: byte, line, open last line (None: records)."""
+    if job.plan.sniff.container not in ("ndjson", "text", "csv", "empty"):
+        return None, None, False
+    if job.copy is not None:
+        c = job.copy
+        ended = c.lines - (1 if c.open_tail else 0)
+        return c.end_offset, job.decision.first_line - 1 + ended, c.cut is not None or c.open_tail
+    sc = job.scan()
+    return sc.end_offset, sc.lines - (1 if sc.open_tail else 0), sc.open_tail
+
+
+def _ingest_one(led: Ledger, plan: FilePlan, tz: str, options: dict[str, Any], bar: Any) -> FileSummary:
+    """Load one file; a big new file is hashed and counted in a thread beside its load."""
+    snap = Snapshot.take(plan.path)
+    job = _Job(plan, snap, _summary(plan, snap.size), lambda: Scan())
+    cuts = led.prefix_sizes(snap.size, sha256_head(snap)) if led.has_known() else []
+    # Hashing a multi-GB file costs as much as parsing it; a file can only repeat (or extend) one
+    # already in the case if the sizes allow it, so otherwise the hash runs alongside the load.
+    if cuts or led.has_size(snap.size) or plan.sniff.container == "empty":
+        job.scan, job.scan_known = _known(scan_file(snap, cuts)), True
+        if _decide(led, job, {}):
+            _load_alone(led, job, tz, options, bar)
+        return job.summary
+    result: dict[str, Scan] = {}
+    hasher = threading.Thread(target=lambda: result.setdefault("scan", scan_file(snap)), daemon=True)
+    hasher.start()
 
     def get_scan() -> Scan:
-        if hasher is not None:
-            hasher.join()
-        scan: Scan = digest["scan"]
-        return scan
+        hasher.join()
+        if "scan" not in result:  # the thread failed (the file vanished): fail here, on this thread
+            result["scan"] = scan_file(snap)
+        return result["scan"]
 
-    comp = compression_of(path)
-    warning: str | None = None
-    complete = True
-    con.execute("BEGIN TRANSACTION")
+    job.scan = get_scan
     try:
-        rec = _register(case, plan, tz, options, "pending:" + str(path))
-        file_id = rec.file_id
-        fs.file_id = file_id
+        _load_alone(led, job, tz, options, bar)
+    finally:
+        hasher.join()
+    return job.summary
+
+
+def _load_alone(led: Ledger, job: _Job, tz: str, options: dict[str, Any], bar: Any = None,
+                force_copy: bool = False) -> None:
+    """Load one file in its own transaction; from a private copy when it cannot be read as it is.
+
+    The file itself is handed to DuckDB unless its scan (run first, or beside the load) shows it
+    cannot be: grown, a damaged compressed stream, over-long lines, or moved while read. Then the
+    rows go and the file is read again from a private copy of exactly its snapshot's bytes.
+    """
+    if job.plan.sniff.container == "empty":
+        _load_empty(led, job, tz, options)
+        return
+    if not force_copy and not (job.scan_known and _needs_copy(job)):
         try:
-            with _progress_poller(con, bar, size):
-                fast_counts: Counts | None = None
-                if fast:
-                    # whatever read_json refuses (a truncated stream, a huge object) the line
-                    # reader below reads or reports precisely
-                    with contextlib.suppress(duckdb.Error):
-                        got = fastpath.load_fast(case, [Item(plan, file_id, str(path), comp, scan=get_scan)], tz)
-                        fast_counts = None if got is None else got[file_id]
-                if fast_counts is None:
-                    if fast:
-                        # refused, or blank lines shifted read_json's numbering: redo line by line
-                        # (rows committed at the commit point go too)
-                        con.execute("ROLLBACK")
-                        undo_unfinished(case)
-                        con.execute("BEGIN TRANSACTION")
-                        rec = _register(case, plan, tz, options, "pending:" + str(path))
-                        file_id = fs.file_id = rec.file_id
-                    counts = load_file(case, plan, file_id, tz, str(path), comp,
-                                        (lambda: get_scan().lines) if count_lines else None)
-                else:
-                    counts = fast_counts
+            with led.transaction():
+                counts = _load_direct(led, job, tz, options, bar)
+                moved = job.snap.changed()
+                if moved or _needs_copy(job):
+                    raise _Moved([job], moved)
+                _finish(led, [job], {counts[0]: counts[1]})
+            return
+        except _Moved as m:
+            _discard(led, [job])
+            if m.why:
+                job.warnings.append(f"{m.why}: its first {job.snap.size} bytes were read (a private copy); "
+                                    f"the rest is read by the next ingest")
+        except duckdb.InterruptException:
+            raise KeyboardInterrupt from None
         except duckdb.Error as exc:
-            if comp == "none" or not is_truncation(exc):
-                if plan.sniff.container in ("json-array", "json-doc", "parquet"):
-                    raise InputError(f"cannot read {plan.sniff.container} file: {first_line(exc)}",
-                                     where=str(path), hint="check that the file is complete and valid") from exc
-                raise
-            con.execute("ROLLBACK")
-            con.execute("BEGIN TRANSACTION")
-            rec = _register(case, plan, tz, options, "pending:" + str(path))
-            file_id = rec.file_id
-            fs.file_id = file_id
-            counts, warning = load_salvaged(case, plan, file_id, tz)
-            complete = False
-        if counts.warning:
-            warning = f"{warning}; {counts.warning}" if warning else counts.warning
-        if hasher is not None:
-            hasher.join()
-        con.execute("UPDATE evidence_files SET sha256 = $s WHERE file_id = $f",
-                    {"s": digest["sha"], "f": file_id})
-        loaded = counts.lines - counts.rejected - counts.duplicate
-        finish_file(case, file_id, lines_read=counts.lines, rows_loaded=loaded,
-                    rows_rejected=counts.rejected, rows_duplicate=counts.duplicate,
-                    complete=complete, warning=warning)
-        con.execute("COMMIT")
-    except BaseException:
-        with contextlib.suppress(duckdb.Error):
-            con.execute("ROLLBACK")
-        with contextlib.suppress(duckdb.Error):
-            undo_unfinished(case)  # rows committed before the failure must not stay
-        if hasher is not None:
-            hasher.join()
-        raise
-    fs.lines_read, fs.rows_rejected, fs.rows_duplicate = counts.lines, counts.rejected, counts.duplicate
-    fs.rows_loaded = loaded
-    fs.complete = complete
-    if warning:
-        fs.warnings.append(warning)
-    return fs
+            _discard(led, [job])
+            if compression_of(job.plan.path) == "none":
+                kind = job.plan.sniff.container
+                raise InputError(f"cannot read {kind} file: {_first_line(exc)}", where=str(job.plan.path),
+                                 hint="check that the file is complete and valid; nothing of it was kept") from exc
+            # a compressed stream DuckDB refused: read its decodable part from a copy
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                _discard(led, [job])
+            raise
+    with led.target.temp_dir() as d:
+        job.copy = make_copy(job.snap, d / "source", start_offset=job.decision.start_offset, header=_header(job))
+        try:
+            with led.transaction():
+                fid, counts_ = _load_copy(led, job, tz, options)
+                _finish(led, [job], {fid: counts_})
+        except duckdb.Error as exc:
+            with contextlib.suppress(duckdb.Error):
+                _discard(led, [job])
+            raise InputError(f"cannot read {job.plan.sniff.container} file: {_first_line(exc)}",
+                             where=str(job.plan.path),
+                             hint="check that the file is complete and valid; nothing of it was kept") from exc
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                _discard(led, [job])
+            raise
 
 
-def first_line(exc: BaseException) -> str:
+def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _begin(led: Ledger, job: _Job, tz: str, options: dict[str, Any], sha: str | None = None) -> FileLoad:
+    """Register the job's file ('loading'); ``sha`` None while the scan still runs (set at the end)."""
+    spec = job.plan.spec
+    fl = led.begin(job.snap, sha or "pending:" + str(job.plan.path), job.decision, format=spec.name,
+                   layer=spec.layer, tz=spec.tz or tz, options=_opts(job.plan, tz, options))
+    job.load = fl
+    job.summary.file_id = fl.file_id
+    return fl
+
+
+def _load_direct(led: Ledger, job: _Job, tz: str, options: dict[str, Any], bar: Any) -> tuple[int, Counts]:
+    """Load the file itself (the scan may still run beside it); its sha256 is written once known."""
+    con = led.con
+    plan = job.plan
+    path = plan.path
+    comp = compression_of(path)
+    fl = _begin(led, job, tz, options)
+    counts: Counts | None = None
+    with _progress_poller(con, bar, job.snap.size):
+        if fast_path_ok(plan):
+            try:
+                got = fastpath.load_fast(con, [Item(plan, fl.file_id, str(path), comp, scan=job.scan)], tz)
+                counts = None if got is None else got[fl.file_id]
+            except duckdb.InterruptException:
+                raise KeyboardInterrupt from None
+            except duckdb.Error:
+                # whatever read_json refuses (a huge object) the line reader below reads or reports
+                con.execute("ROLLBACK")
+                con.execute("BEGIN TRANSACTION")
+            if counts is None:
+                # refused, or blank lines shifted read_json's numbering: redo line by line (rows
+                # committed at the commit point go too)
+                led.discard([fl.file_id])
+                fl = _begin(led, job, tz, options)
+        if counts is None:
+            counts = load_files(con, [Item(plan, fl.file_id, str(path), comp, lines=lambda: job.scan().lines)],
+                                tz)[fl.file_id]
+    sc = job.scan()
+    con.execute("UPDATE evidence_files SET sha256 = $s, head_sha256 = $h WHERE file_id = $f",
+                {"s": sc.sha, "h": sc.head, "f": fl.file_id})
+    return fl.file_id, counts
+
+
+def _header(job: _Job) -> bytes | None:
+    """The CSV header line, written before a grown file's new records."""
+    if job.plan.sniff.container == "csv" and job.decision.start_offset > 0:
+        return head_line(job.snap)
+    return None
+
+
+def _load_copy(led: Ledger, job: _Job, tz: str, options: dict[str, Any]) -> tuple[int, Counts]:
+    """Load the file from its private copy (``job.copy``), numbered as the original's lines."""
+    con = led.con
+    copy = job.copy
+    assert copy is not None
+    plan = job.plan
+    sc = job.scan()
+    if job.snap.changed() or not sc.sha or sc.sha != copy.sha:
+        # the bytes actually read are the copy's (the file moved since it was scanned)
+        sc = Scan(sha=copy.sha, lines=sc.lines, report=copy.report, head=sc.head)
+        job.scan = _known(sc)
+    physical = copy.lines + copy.header_lines
+    fast = fast_path_ok(plan) and not copy.blank and not copy.header_lines
+    counts: Counts | None = None
+    fl = _begin(led, job, tz, options, sha=sc.sha)
+    if fast:
+        item = Item(plan, fl.file_id, str(copy.path), "none", scan=_known(Scan(sha=sc.sha, lines=physical)))
+        got = fastpath.load_fast(con, [item], tz)
+        counts = None if got is None else got[fl.file_id]
+        if counts is None:
+            led.discard([fl.file_id])
+            fl = _begin(led, job, tz, options, sha=sc.sha)
+    if counts is None:
+        counts = load_files(con, [Item(plan, fl.file_id, str(copy.path), "none", lines=lambda: physical)],
+                            tz)[fl.file_id]
+    con.execute("UPDATE evidence_files SET head_sha256 = $h WHERE file_id = $f", {"h": sc.head, "f": fl.file_id})
+    shift = job.decision.first_line - 1 - copy.header_lines
+    if shift:
+        for table in ("gateway_requests", "rejected_lines"):
+            con.execute(f"UPDATE {table} SET line_no = line_no + $s WHERE file_id = $f", {"s": shift, "f": fl.file_id})
+    for ln, length, first in copy.overlong:
+        line = ln + job.decision.first_line - 1
+        con.execute("DELETE FROM gateway_requests WHERE file_id = $f AND line_no = $l", {"f": fl.file_id, "l": line})
+        con.execute("DELETE FROM rejected_lines WHERE file_id = $f AND line_no = $l", {"f": fl.file_id, "l": line})
+        store_rejected(con, fl.file_id, [(line, f"line of {length} bytes, longer than the {MAX_LINE_BYTES >> 20} MiB "
+                                                f"a record may have: not parsed (its first bytes kept)", first)])
+    if copy.overlong:
+        counts.rejected = int(con.execute("SELECT count(*) FROM rejected_lines WHERE file_id = $f",
+                                          {"f": fl.file_id}).fetchall()[0][0])
+    if copy.cut is not None:
+        store_rejected(con, fl.file_id, [(job.decision.first_line + copy.lines,
+                                          "line cut by the end of the damaged compressed stream", copy.cut)])
+        counts.lines += 1
+        counts.rejected += 1
+    return fl.file_id, counts
+
+
+def _load_empty(led: Ledger, job: _Job, tz: str, options: dict[str, Any]) -> None:
+    """An empty (or blank-only) file: recorded with its lines, each rejected as an empty line."""
+    sc = job.scan()
+    with led.transaction():
+        fl = led.begin(job.snap, sc.sha, job.decision, **_meta(job, tz, options))
+        job.load = fl
+        store_rejected(led.con, fl.file_id, [(n, "empty line", b"") for n in range(1, sc.lines + 1)])
+        job.warnings.append("empty file: no records" if sc.lines == 0 else "blank file: no records")
+        _finish(led, [job], {fl.file_id: Counts(lines=sc.lines, rejected=sc.lines)})
 
 
 @contextlib.contextmanager
@@ -433,3 +621,4 @@ def _progress_poller(con: duckdb.DuckDBPyConnection, bar: Any, size: int) -> Ite
         stop.set()
         t.join()
         bar.update(task, completed=start)
+

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from forensics.sources.files import RAW_CAP, store_rejected
+from forensics.sources.files import store_rejected
 from forensics.sources.gateway.csvlines import csv_physical_lines
 from forensics.sources.gateway.duplicates import flag_duplicates
 from forensics.sources.gateway.numbering import (
@@ -24,11 +24,11 @@ from forensics.sources.gateway.numbering import (
 )
 from forensics.sources.gateway.readers import lit
 from forensics.sources.gateway.sniffing import FilePlan, is_otlp
-from forensics.sources.gateway.sql import build_insert_sql, reasons_sql, source_sql
+from forensics.sources.gateway.sql import build_insert_sql, source_sql, unstash_sql
+from forensics.sources.redact import redact_csv_row
 
 if TYPE_CHECKING:
-    from forensics.case import Case
-    from forensics.sources.gateway.fastpath import Scan
+    from forensics.sources.gateway.scan import Scan
 
 
 @dataclass
@@ -68,20 +68,19 @@ def commit_point(con: duckdb.DuckDBPyConnection) -> None:
 
     Deleting or updating rows of a large insert inside its own transaction makes DuckDB rewrite
     the freshly written row groups at commit (seconds per million rows); once committed they take
-    cheap delete/update markers. The file's evidence row stays ``complete = NULL`` until it is
-    finished, so an interrupted ingest is recognised and undone (:func:`undo_unfinished`).
+    cheap delete/update markers. The file's evidence row stays ``status = 'loading'`` until it is
+    finished, so an interrupted ingest is recognised and rolled back (``Ledger.recover``).
     """
     con.execute("COMMIT")
     con.execute("BEGIN TRANSACTION")
 
 
-def load_files(case: Case, items: list[Item], tz: str) -> dict[int, Counts]:
+def load_files(con: duckdb.DuckDBPyConnection, items: list[Item], tz: str) -> dict[int, Counts]:
     """Load files that share one spec with a single INSERT; return the counts per file_id.
 
     Planning the statement costs tens of milliseconds, which dominates for the many small hourly
     files of a Logpush bucket: they are loaded together, each with its own file_id and numbering.
     """
-    con = case.con
     plan = items[0].plan
     ids = [it.file_id for it in items]
     drop_rejects(con, items)
@@ -109,19 +108,17 @@ def load_files(case: Case, items: list[Item], tz: str) -> dict[int, Counts]:
     found = _reader_rejects_many(con, items)
     for it in items:
         if found.get(it.file_id):
-            direct_n[it.file_id] = _reader_level_rejects(case, it, tz, found[it.file_id])
+            direct_n[it.file_id] = _reader_level_rejects(con, it, tz, found[it.file_id])
     warnings = {it.file_id: csv_physical_lines(con, it, [ln for ln, _, _, _ in found.get(it.file_id, [])])
                 for it in items if is_csv}
-    counts = finish_load(case, items, direct_n, tz)
+    counts = finish_load(con, items, direct_n, tz)
     for fid, warning in warnings.items():
         counts[fid].warning = warning
     return counts
 
 
-def finish_load(case: Case, items: list[Item], direct_n: dict[int, int], tz: str) -> dict[int, Counts]:
+def finish_load(con: duckdb.DuckDBPyConnection, items: list[Item], direct_n: dict[int, int], tz: str) -> dict[int, Counts]:
     """Count, move rejected lines out with their reasons, flag duplicates; counts per file_id."""
-    con = case.con
-    plan = items[0].plan
     ids = [it.file_id for it in items]
     id_list = ", ".join(str(i) for i in ids)
     got = con.execute(
@@ -133,11 +130,7 @@ def finish_load(case: Case, items: list[Item], direct_n: dict[int, int], tz: str
         counts[int(fid)].lines += int(n)
         counts[int(fid)].rejected += int(rej)
     if any(int(rej) for _, _, rej in got):
-        con.execute(
-            f"""INSERT INTO rejected_lines
-                SELECT fid, rn, reason, raw[1:{RAW_CAP}], octet_length(raw)
-                FROM ({reasons_sql(plan, file_ids=ids, tz=tz)}) ORDER BY fid, rn"""
-        )
+        con.execute(f"INSERT INTO rejected_lines {unstash_sql(ids)}")
         con.execute(f"DELETE FROM gateway_requests WHERE file_id IN ({id_list}) AND ts_start IS NULL")
     for fid, n in flag_duplicates(con, ids).items():
         counts[fid].duplicate = n
@@ -166,7 +159,7 @@ def _reader_rejects_many(con: duckdb.DuckDBPyConnection,
     return {it.file_id: _reader_rejects(con, it.rejects) for it in mine if it.file_id in have}
 
 
-def _reader_level_rejects(case: Case, it: Item, tz: str,
+def _reader_level_rejects(con: duckdb.DuckDBPyConnection, it: Item, tz: str,
                           reader_rejects: list[tuple[int, str, str, str]] | None = None) -> int:
     """Handle the lines DuckDB's reader itself refused; return how many were rejected outright.
 
@@ -174,7 +167,6 @@ def _reader_level_rejects(case: Case, it: Item, tz: str,
     bytes (a stray byte in a user-agent does not make a record unreadable); over-long lines and
     CSV rows with the wrong field count are rejected with their raw bytes.
     """
-    con = case.con
     plan = it.plan
     if reader_rejects is None:
         reader_rejects = _reader_rejects(con, it.rejects)
@@ -198,13 +190,17 @@ def _reader_level_rejects(case: Case, it: Item, tz: str,
                                      source=f"SELECT {it.file_id} AS fid, rn, line FROM gw_fixlines"))
         con.execute("DROP TABLE gw_fixlines")
     if direct:
-        store_rejected(case, it.file_id, direct)
+        if plan.sniff.container == "csv" and plan.sniff.records:
+            # a malformed CSV row: cut at its first text column (the header names it; the row has no keys)
+            header = list(plan.sniff.records[0])
+            direct = [(ln, reason, redact_csv_row(raw, header, plan.sniff.delim)) for ln, reason, raw in direct]
+        store_rejected(con, it.file_id, direct)
     return len(direct)
 
 
-def load_file(case: Case, plan: FilePlan, file_id: int, tz: str, read_path: str, comp: str,
+def load_file(con: duckdb.DuckDBPyConnection, plan: FilePlan, file_id: int, tz: str, read_path: str, comp: str,
                lines: Callable[[], int] | None = None) -> Counts:
-    return load_files(case, [Item(plan, file_id, read_path, comp, lines)], tz)[file_id]
+    return load_files(con, [Item(plan, file_id, read_path, comp, lines)], tz)[file_id]
 
 
 def _reader_rejects(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[int, str, str, str]]:

@@ -173,7 +173,7 @@ _add(Spec(
         "model": Col(fields=("model_group", "model")),
         "ts_start": Col(fields=("startTime",)),
         "ts_end": Col(fields=("endTime",)),
-        "status": Col(fields=("status",), values={"success": "200"}),
+        "status": Col(fields=("status",), values={"success": "200", "failure": ""}),
         "prompt_tokens": Col(fields=("prompt_tokens",)),
         "completion_tokens": Col(fields=("completion_tokens",)),
         "streamed": Col(

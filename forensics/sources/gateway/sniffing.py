@@ -38,7 +38,7 @@ class Sniff:
         'ndjson'
     """
 
-    container: str  # ndjson | csv | json-array | json-doc | parquet | text
+    container: str  # ndjson | csv | json-array | json-doc | parquet | text | empty
     compression: str
     records: list[dict[str, Any]]
     keys: set[str]
@@ -78,6 +78,9 @@ def sniff(path: Path) -> Sniff:
     lines = text.splitlines()
     if len(head) == _SAMPLE_BYTES and lines:
         lines = lines[:-1]  # the last one may be cut by the sample size
+    if not stripped and len(head) < _SAMPLE_BYTES:
+        # nothing but blank lines (or nothing at all): recorded with its lines, nothing to detect
+        return Sniff("empty", comp, [], set(), [])
     if stripped.startswith("["):
         recs = _sample_json_array(path, comp)
         return Sniff("json-array", comp, recs, _keys(recs), [])
@@ -86,14 +89,14 @@ def sniff(path: Path) -> Sniff:
         try:
             obj = json.loads(first)
             ndjson = isinstance(obj, dict)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: JSON nested beyond Python's limit
             ndjson = False
         if ndjson:
             recs = []
             for ln in lines:
                 if len(recs) >= SAMPLE_RECORDS:
                     break
-                with contextlib.suppress(ValueError):
+                with contextlib.suppress(ValueError, RecursionError):
                     o = json.loads(ln)
                     if isinstance(o, dict):
                         recs.append(o)
@@ -176,7 +179,7 @@ def _sample_csv(path: Path, comp: str, delim: str) -> list[dict[str, Any]]:
 def _loads(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a record nested beyond Python's limit
         return None
 
 

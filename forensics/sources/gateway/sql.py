@@ -2,7 +2,7 @@
 
 Every record's fields are pulled out with one ``json_extract_string`` call and the canonical
 columns computed in SQL (no Python loop touches a row); a line that cannot be loaded is written
-with ``ts_start = NULL`` and moved to ``rejected_lines`` with its reason (:func:`reasons_sql`).
+with ``ts_start = NULL`` and moved to ``rejected_lines`` with its reason (:func:`stash_sql`).
 
 Example:
     >>> int_sql("x")
@@ -18,11 +18,15 @@ import duckdb
 from forensics.errors import InputError
 from forensics.sources.gateway.readers import csv_options, duck_compression, lines_reader, lit
 from forensics.sources.gateway.sniffing import FilePlan, is_otlp
-from forensics.sources.gateway.spec import COLUMN_KIND, Col, json_path
+from forensics.sources.gateway.spec import COLUMN_KIND, Col, Spec, json_path
+from forensics.sources.redact import REDACT_SQL_MACRO
 
 _MACROS = r"""
 CREATE OR REPLACE TEMP MACRO gw_str(x) AS CASE WHEN x = '' OR x = '-' THEN NULL ELSE x END;
-CREATE OR REPLACE TEMP MACRO gw_int(x) AS coalesce(TRY_CAST(x AS BIGINT), TRY_CAST(TRY_CAST(x AS DOUBLE) AS BIGINT));
+CREATE OR REPLACE TEMP MACRO gw_int_of(d) AS CASE WHEN d = floor(d) AND abs(d) < 9.2e18 THEN CAST(d AS BIGINT) END;
+CREATE OR REPLACE TEMP MACRO gw_int(x) AS CASE WHEN x IS NULL THEN NULL
+    WHEN contains(x, '.') OR contains(x, 'e') OR contains(x, 'E') THEN gw_int_of(TRY_CAST(x AS DOUBLE))
+    ELSE TRY_CAST(x AS BIGINT) END;
 CREATE OR REPLACE TEMP MACRO gw_json_get(doc, p) AS CASE WHEN json_valid(doc) THEN json_extract_string(doc, p) END;
 CREATE OR REPLACE TEMP MACRO gw_unit(n) AS CASE
     WHEN abs(n) >= 100000000000000000 THEN 'ns' WHEN abs(n) >= 100000000000000 THEN 'us'
@@ -43,6 +47,7 @@ def install_macros(con: duckdb.DuckDBPyConnection) -> None:
     for stmt in _MACROS.split(";"):
         if stmt.strip():
             con.execute(stmt)
+    con.execute(REDACT_SQL_MACRO)
 
 
 def ts_sql(x: str, tz: str, unit: str | None = None, fmt: str | None = None, n: str | None = None) -> str:
@@ -68,6 +73,9 @@ def ts_sql(x: str, tz: str, unit: str | None = None, fmt: str | None = None, n: 
     n = n or f"TRY_CAST({x} AS BIGINT)"
     # integer arithmetic only: this runs on every row, and decimal scaling costs several times more
     scale = {"ns": f"{n} // 1000", "us": n, "ms": f"{n} * 1000", "s": f"{n} * 1000000"}
+    if unit in ("ms", "s"):  # a declared unit: a huge value must not overflow the multiplication
+        cap = "9223372036854775" if unit == "ms" else "9223372036854"
+        scale[unit] = f"CASE WHEN abs({n}) < {cap} THEN {scale[unit]} END"
     int_us = scale[unit] if unit else (
         f"CASE WHEN abs({n}) >= 100000000000000000 THEN {scale['ns']} "
         f"WHEN abs({n}) >= 100000000000000 THEN {scale['us']} "
@@ -77,8 +85,9 @@ def ts_sql(x: str, tz: str, unit: str | None = None, fmt: str | None = None, n: 
     return (
         f"CASE WHEN {x} IS NULL THEN NULL "
         f"WHEN {is_int} THEN make_timestamp({int_us}) "
-        f"WHEN TRY_CAST({x} AS DECIMAL(38,9)) IS NOT NULL THEN "
-        f"make_timestamp(CAST(TRY_CAST({x} AS DECIMAL(38,9)) * gw_us_factor({dec_unit}) AS BIGINT)) "
+        f"WHEN TRY_CAST({x} AS DECIMAL(38,9)) IS NOT NULL THEN CASE WHEN "
+        f"abs(TRY_CAST({x} AS DECIMAL(38,9))) < 100000000000000000000 THEN "
+        f"make_timestamp(TRY_CAST(TRY_CAST({x} AS DECIMAL(38,9)) * gw_us_factor({dec_unit}) AS BIGINT)) END "
         f"WHEN gw_has_zone({x}) THEN CAST(TRY_CAST({x} AS TIMESTAMPTZ) AS TIMESTAMP) "
         f"ELSE {_local(f'TRY_CAST({x} AS TIMESTAMP)', tz)} END"
     )
@@ -256,9 +265,11 @@ def _post_sql(col: Col, idx: dict[str, int], vref: str) -> str:
     return re.sub(r"\{f:([^}]+)\}", lambda m: f"g{idx[m.group(1)]}", col.sql).replace("{v}", vref)
 
 
-def _typed(kind: str, v: str, custom: bool) -> str:
+def _typed(kind: str, v: str, custom: bool, name: str = "") -> str:
     if custom or kind == "str":
         return v
+    if kind == "int" and name == "status":  # an INTEGER column: a larger value is invalid, not cut
+        return f"CASE WHEN abs(gw_int({v})) < 2147483648 THEN gw_int({v}) END"
     if kind == "int":
         return f"gw_int({v})"
     if kind == "bool":
@@ -273,6 +284,12 @@ CANONICAL_INSERT_COLUMNS = (
     "completion_tokens", "tokens_source", "request_bytes", "response_bytes", "streamed",
     "in_band_error", "upstream", "layer", "source_format", "is_duplicate", "file_id", "line_no",
 )
+
+
+def _checked_columns(spec: Spec) -> list[str]:
+    """Columns whose value must be of their type (an integer, a duration) or the record is rejected."""
+    checked = [n for n, col in spec.columns.items() if COLUMN_KIND[n] == "int" and col.sql is None]
+    return checked + (["duration"] if "duration" in spec.columns else [])
 
 
 def _records_sql(plan: FilePlan, src: str, tz: str, parsed: bool = False) -> str:
@@ -302,9 +319,15 @@ def _records_sql(plan: FilePlan, src: str, tz: str, parsed: bool = False) -> str
     # share a sub-expression repeated inside CASE branches, and on millions of rows that matters.
     pre = "".join(f",\n            {_value_sql(col, idx)} AS v_{n}" for n, col in cols.items())
     typed = "".join(
-        f",\n        {_typed(COLUMN_KIND[n], _post_sql(col, idx, 'v_' + n), col.sql is not None)} AS c_{n}"
+        f",\n        {_typed(COLUMN_KIND[n], _post_sql(col, idx, 'v_' + n), col.sql is not None, n)} AS c_{n}"
         for n, col in cols.items() if n not in ("ts_start", "ts_end", "duration")
     )
+    # a value that is there but is not of its column's type rejects the record (never coerced):
+    # the first such column is named in the reason
+    checked = _checked_columns(spec)
+    bad = ("coalesce(" + ", ".join(
+        f"CASE WHEN nullif(v_{n}, '') IS NOT NULL AND c_{n} IS NULL THEN {lit(n)} END" for n in checked)
+        + ", NULL)") if checked else "NULL"
     keep = "true"
     if spec.keep_sql:
         keep = re.sub(r"\{f:([^}]+)\}", lambda m: f"g{idx[m.group(1)]}", spec.keep_sql)
@@ -316,15 +339,17 @@ def _records_sql(plan: FilePlan, src: str, tz: str, parsed: bool = False) -> str
         f"FROM (SELECT fid, rn, CAST(line AS VARCHAR) AS line FROM ({src})))"
     )
     clean = ", ".join(f"gw_str(f{i}) AS g{i}" for i in range(1, len(fields) + 1))
+    dur_sql = f"TRY_CAST(TRY_CAST(v_duration AS DOUBLE) * gw_us_factor({lit(dur_unit)}) AS BIGINT)"
     return f"""
+    SELECT *, {bad} AS bad FROM (
     SELECT fid, rn, line, parsed, keep,
         {'v_ts_start' if 'ts_start' in cols else 'NULL::VARCHAR'} AS raw_start,
         {'v_ts_end' if 'ts_end' in cols else 'NULL::VARCHAR'} AS raw_end,
-        CAST(TRY_CAST({'v_duration' if 'duration' in cols else 'NULL::VARCHAR'} AS DOUBLE) * gw_us_factor({lit(dur_unit)}) AS BIGINT) AS dur_us{typed}
+        {dur_sql if 'duration' in cols else 'NULL::BIGINT'} AS dur_us{typed}{', v_duration, ' + dur_sql + ' AS c_duration' if 'duration' in cols else ''}{''.join(f', v_{n}' for n in checked if n != 'duration')}
     FROM (
         SELECT *, coalesce({keep}, false) AS keep{pre}
         FROM (SELECT fid, rn, line, parsed, {clean} FROM ({inner}))
-    )"""
+    ))"""
 
 
 def build_insert_sql(
@@ -340,8 +365,8 @@ def build_insert_sql(
         ['INSERT', 'INTO', 'gateway_requests']
 
     A line that cannot be loaded is written with ``ts_start = NULL`` (every loaded row has one)
-    and the raw line in ``in_band_error``; before the file's transaction commits it is moved to
-    ``rejected_lines`` with its reason (:func:`reasons_sql`). This keeps the load to a single pass
+    and, in ``in_band_error``, its reason and redacted raw bytes (:func:`stash_sql`); before the
+    file is finished it is moved to ``rejected_lines`` (:func:`unstash_sql`). This keeps the load to a single pass
     over the (possibly compressed) source. ``source``, when given, is SQL of ``(fid, rn, line)``
     rows (several files at once, or repaired lines), or with ``parsed`` of ``(fid, rn, line, f)``.
     """
@@ -350,11 +375,6 @@ def build_insert_sql(
     src = source or f"SELECT {int(file_id)} AS fid, rn, line FROM ({source_sql(plan, read_path, comp, rejects)})"
     cols = spec.columns
     start, end = cols.get("ts_start"), cols.get("ts_end")
-
-    # each raw value is cast to an integer once (n_start, n_end), not once per use: epoch numbers
-    # are the common case, and every cast runs on millions of rows
-    def ts_of(x: str, col: Col | None, n: str) -> str:
-        return ts_sql(x, tz, col.unit if col else None, col.format if col else None, n)
 
     def out(n: str) -> str:
         return f"c_{n}" if n in cols else "NULL"
@@ -377,29 +397,45 @@ SELECT {out('request_id')}, {out('header_request_id')}, {out('tenant_id')}, {out
     {out('method')}, {out('path')}, CAST({out('status')} AS INTEGER),
     {out('prompt_tokens')}, {out('completion_tokens')}, {tokens},
     {out('request_bytes')}, {out('response_bytes')}, {out('streamed')},
-    CASE WHEN ts_start IS NULL THEN coalesce(line, '') ELSE {out('in_band_error')} END,
+    CASE WHEN ts_start IS NULL THEN {stash_sql(plan)} ELSE {out('in_band_error')} END,
     {out('upstream')}, {lit(spec.layer)}, {lit(spec.name)}, false, fid, rn
 FROM (
     SELECT *,
-        -- only an end and no duration logged: the start is taken as the end (ts_raw shows which)
-        CASE WHEN keep THEN coalesce(t_s, t_e - to_microseconds(dur_us), t_e) END AS ts_start,
+        -- only an end and no duration logged: the start is taken as the end (ts_raw shows which);
+        -- a time that is there but unreadable rejects the record (it never falls back to the other)
+        CASE WHEN keep AND bad IS NULL AND NOT (raw_start IS NOT NULL AND t_s IS NULL)
+                  AND NOT (raw_end IS NOT NULL AND t_e IS NULL)
+             THEN coalesce(t_s, t_e - to_microseconds(dur_us), t_e) END AS ts_start,
         CASE WHEN keep THEN coalesce(t_e, t_s + to_microseconds(dur_us)) END AS ts_end
-    FROM (
-        SELECT *, {ts_of('raw_start', start, 'n_start')} AS t_s, {ts_of('raw_end', end, 'n_end')} AS t_e
-        FROM (SELECT *, {int_sql('raw_start')} AS n_start, {int_sql('raw_end')} AS n_end
-              FROM ({_records_sql(plan, src, tz, parsed)}))
-    )
+    FROM ({_timed_sql(plan, src, tz, parsed)})
 )
 """
 
 
-def reasons_sql(plan: FilePlan, *, file_ids: list[int], tz: str) -> str:
-    """SELECT (fid, rn, reason, raw) for the rejected lines of files still in gateway_requests.
+def _timed_sql(plan: FilePlan, src: str, tz: str, parsed: bool = False) -> str:
+    """:func:`_records_sql` with the times read: ``n_start``/``n_end`` (integers) and ``t_s``/``t_e``."""
+    spec = plan.spec
+    tz = spec.tz or tz
+    start, end = spec.columns.get("ts_start"), spec.columns.get("ts_end")
+
+    # each raw value is cast to an integer once (n_start, n_end), not once per use: epoch numbers
+    # are the common case, and every cast runs on millions of rows
+    def ts_of(x: str, col: Col | None, n: str) -> str:
+        return ts_sql(x, tz, col.unit if col else None, col.format if col else None, n)
+
+    return f"""
+        SELECT *, {ts_of('raw_start', start, 'n_start')} AS t_s, {ts_of('raw_end', end, 'n_end')} AS t_e
+        FROM (SELECT *, {int_sql('raw_start')} AS n_start, {int_sql('raw_end')} AS n_end
+              FROM ({_records_sql(plan, src, tz, parsed)}))"""
+
+
+def reason_sql(plan: FilePlan) -> str:
+    """SQL of why a record is rejected, over the columns of :func:`_timed_sql` (for rows not loaded).
 
     Example:
         >>> from pathlib import Path; from forensics.sources.gateway import PRESETS, Sniff
         >>> plan = FilePlan(Path("a.ndjson"), PRESETS["envoy"], Sniff("ndjson", "none", [], set(), []), None)
-        >>> "invalid JSON" in reasons_sql(plan, file_ids=[1], tz="UTC")
+        >>> "invalid JSON" in reason_sql(plan)
         True
     """
     spec = plan.spec
@@ -412,15 +448,47 @@ def reasons_sql(plan: FilePlan, *, file_ids: list[int], tz: str) -> str:
     ts_fields = ", ".join(dict.fromkeys(
         [*(spec.columns["ts_start"].fields if "ts_start" in spec.columns else ()),
          *(spec.columns["ts_end"].fields if "ts_end" in spec.columns else ())]))
-    ids = ", ".join(str(int(i)) for i in file_ids)
-    src = (f"SELECT file_id AS fid, line_no AS rn, in_band_error AS line FROM gateway_requests "
-           f"WHERE file_id IN ({ids}) AND ts_start IS NULL")
-    return f"""
-SELECT fid, rn, CASE WHEN line IS NULL OR trim(line) = '' THEN 'empty line'
+
+    def named(col: str) -> str:  # 'status (EdgeResponseStatus)': the column and the fields it reads
+        fields = spec.columns[col].fields if col in spec.columns else ()
+        return f"{col} ({', '.join(fields)})" if fields else col
+
+    invalid = " ".join(f"WHEN bad = {lit(n)} THEN {lit('invalid ' + named(n) + ': ')} || left(v_{n}, 100)"
+                       for n in _checked_columns(spec))
+    return f"""CASE WHEN line IS NULL OR trim(line) = '' THEN 'empty line'
     WHEN NOT parsed OR (json_valid(line) AND NOT {'true' if text else "json_type(line) = 'OBJECT'"}) THEN {parse_fail}
     WHEN NOT keep THEN {lit(spec.keep_reason or 'filtered out')}
     WHEN raw_start IS NULL AND raw_end IS NULL THEN {lit('missing timestamp (' + ts_fields + ')')}
-    ELSE 'unparseable timestamp: ' || left(coalesce(raw_start, raw_end), 100) END AS reason,
-    encode(coalesce(line, '')) AS raw
-FROM ({_records_sql(plan, src, tz)})
-"""
+    WHEN raw_start IS NOT NULL AND t_s IS NULL THEN {lit('unparseable timestamp in ' + named('ts_start') + ': ')}
+        || left(raw_start, 100)
+    WHEN raw_end IS NOT NULL AND t_e IS NULL THEN {lit('unparseable timestamp in ' + named('ts_end') + ': ')}
+        || left(raw_end, 100)
+    {invalid}
+    ELSE 'unparseable timestamp: ' || left(coalesce(raw_start, raw_end), 100) END"""
+
+
+#: A rejected record is written with ``ts_start = NULL`` and, in ``in_band_error``, its reason, its
+#: raw length and its raw bytes redacted (:mod:`forensics.sources.redact`), separated by this
+#: character: the unredacted line is never written to the case, not even for a moment.
+STASH_SEP = "chr(31)"
+
+
+def stash_sql(plan: FilePlan) -> str:
+    """SQL of what a rejected record keeps in ``in_band_error`` until it moves to rejected_lines."""
+    return (f"({reason_sql(plan)}) || {STASH_SEP} || octet_length(encode(coalesce(line, ''))) || {STASH_SEP} "
+            f"|| gw_redact(coalesce(line, ''))")
+
+
+def stash_of_lines_sql(plan: FilePlan, src: str, tz: str) -> str:
+    """SELECT (fid, rn, stash) for raw lines ``src`` (fid, rn, line): the fast path's rejected lines."""
+    return f"SELECT fid, rn, {stash_sql(plan)} AS stash FROM ({_timed_sql(plan, src, tz)})"
+
+
+def unstash_sql(file_ids: list[int]) -> str:
+    """SELECT the rejected_lines rows of these files' rejected records (their stashes split again)."""
+    ids = ", ".join(str(int(i)) for i in file_ids)
+    return (f"SELECT file_id, line_no, split_part(in_band_error, chr(31), 1), "
+            f"encode(substr(in_band_error, strpos(in_band_error, chr(31)) + 1 + strpos(substr(in_band_error, "
+            f"strpos(in_band_error, chr(31)) + 1), chr(31))))[1:4096], "
+            f"CAST(split_part(in_band_error, chr(31), 2) AS BIGINT) "
+            f"FROM gateway_requests WHERE file_id IN ({ids}) AND ts_start IS NULL ORDER BY file_id, line_no")

@@ -1,0 +1,138 @@
+"""The case and the evidence are never overwritten or deleted by an output, and bad destinations
+fail in one line before any work is done (through the real entry point).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import forensics
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests" / "fixtures" / "gateway"
+SAMPLE = ROOT / "sample_data"
+
+
+def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "forensics", *args], capture_output=True, text=True,
+                          cwd=cwd, check=False)
+
+
+@pytest.fixture
+def case_with_evidence(tmp_path: Path) -> tuple[Path, Path]:
+    ev = tmp_path / "evidence" / "cf.ndjson"
+    ev.parent.mkdir()
+    ev.write_bytes((FIX / "cloudflare_http_ns.ndjson").read_bytes())
+    db = tmp_path / "case.duckdb"
+    with forensics.open_case(db) as case:
+        case.ingest_gateway(ev)
+    return db, ev
+
+
+def _state(p: Path) -> tuple[str, int, int]:
+    return hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_size, p.stat().st_mtime_ns
+
+
+OUTPUT_CASES = [
+    # label, argument builder (case, evidence, tmp) -> CLI args, message in the one-line error
+    ("-o onto an evidence file", lambda db, ev, d: ["affected", str(db), "--format", "csv", "-o", str(ev)],
+     "it is an evidence file"),
+    ("-o onto the case itself", lambda db, ev, d: ["audit", str(db), "--format", "csv", "-o", str(db)],
+     "it is the case database"),
+    ("report -o onto an evidence file", lambda db, ev, d: ["report", str(db), "-o", str(ev)], "it is an evidence file"),
+    ("-o into a missing directory", lambda db, ev, d: ["audit", str(db), "--format", "csv", "-o",
+                                                       str(d / "nope" / "x.csv")], "does not exist"),
+    ("investigate --out inside the evidence", lambda db, ev, d: [
+        "investigate", str(d / "new.duckdb"), "--gateway", str(ev.parent), "--out", str(ev.parent / "out")],
+     "inside the evidence directory"),
+    ("investigate onto an evidence file as the case", lambda db, ev, d: [
+        "investigate", str(ev), "--gateway", str(ev.parent), "--out", str(d / "out"), "--replace"],
+     "it is an evidence file"),
+]
+
+
+@pytest.mark.parametrize(("label", "args", "message"), OUTPUT_CASES, ids=[c[0] for c in OUTPUT_CASES])
+def test_outputs_never_overwrite_evidence_or_the_case(case_with_evidence: tuple[Path, Path], tmp_path: Path,
+                                                      label: str, args, message: str) -> None:  # type: ignore[no-untyped-def]
+    db, ev = case_with_evidence
+    before = (_state(db), _state(ev))
+    r = run(*args(db, ev, tmp_path))
+    assert r.returncode == 2, r
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+    assert (_state(db), _state(ev)) == before
+
+
+def test_unwritable_out_fails_before_ingest(tmp_path: Path) -> None:
+    out = tmp_path / "ro"
+    out.mkdir()
+    out.chmod(0o500)
+    try:
+        if os.access(out, os.W_OK):
+            pytest.skip("running as root: a read-only directory is still writable")
+        t0 = time.perf_counter()
+        r = run("investigate", str(tmp_path / "c.duckdb"), "--gateway", str(FIX / "envoy_new.ndjson"),
+                "--out", str(out / "sub"))
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "cannot" in r.stderr
+        assert not (tmp_path / "c.duckdb").exists()  # nothing was ingested
+        assert time.perf_counter() - t0 < 60
+    finally:
+        out.chmod(0o700)
+
+
+def test_replace_refuses_a_case_another_process_is_writing(tmp_path: Path) -> None:
+    db = tmp_path / "busy.duckdb"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, duckdb; c = duckdb.connect(sys.argv[1]); "
+         "c.execute('CREATE TABLE t (x INT)'); print('ready', flush=True); sys.stdin.read()", str(db)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        r = run("investigate", str(db), "--gateway", str(FIX / "envoy_new.ndjson"), "--out", str(tmp_path / "o"),
+                "--replace")
+        assert r.returncode == 2 and "in use" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+        assert db.exists()
+    finally:
+        holder.communicate("")
+    # once it is free, a replace starts afresh
+    from forensics.case import replace_case
+
+    replace_case(db)
+    assert not db.exists()
+
+
+def test_replace_refuses_a_file_that_is_not_a_case(tmp_path: Path) -> None:
+    not_a_case = tmp_path / "notes.duckdb"
+    not_a_case.write_text("my notes, not a database\n")
+    r = run("investigate", str(not_a_case), "--gateway", str(FIX / "envoy_new.ndjson"), "--out", str(tmp_path / "o"),
+            "--replace")
+    assert r.returncode == 2 and "not a case database" in r.stderr
+    assert not_a_case.read_text() == "my notes, not a database\n"
+
+
+def test_ctrl_c_stops_with_one_line_and_the_re_run_finishes(tmp_path: Path) -> None:
+    import signal
+
+    db = tmp_path / "c.duckdb"
+    cmd = [sys.executable, "-m", "forensics", "ingest", str(db), "--gateway", str(SAMPLE / "gateway"),
+           "--engine", str(SAMPLE / "engine"), "--engine-tz", "Asia/Singapore", "--quiet"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    time.sleep(4)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate()
+    if p.returncode == 0:
+        pytest.skip("the ingest finished before the interrupt")
+    assert p.returncode == 130, err
+    assert err.strip().splitlines()[-1].startswith("interrupted:") and "Traceback" not in err, err
+    again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
+    assert again.returncode == 0, again.stderr
+    with forensics.open_case(db, read_only=True) as case:
+        assert case.sql("SELECT count(*) FROM evidence_files WHERE status <> 'done'").fetchall() == [(0,)]
