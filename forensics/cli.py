@@ -186,6 +186,28 @@ def ingest(
         click.echo(f"warning: {warning}", err=True)
 
 
+@cli.command()
+@click.argument("name", required=False)
+def preset(name: str | None) -> None:
+    """Print a gateway preset as a TOML mapping file (no NAME: list the presets).
+
+    A mapping for a gateway the presets do not know starts as a copy of the closest preset.
+
+    \b
+    Example:
+      forensics preset
+      forensics preset envoy > my-gateway.toml
+      forensics ingest case.duckdb --gateway logs/ --gateway-format my-gateway.toml
+    """
+    from forensics.sources.gateway.presets import PRESETS, preset_toml
+
+    if name is None:
+        for spec in PRESETS.values():
+            click.echo(f"{spec.name:<24} {spec.layer:<11} {spec.description}")
+        return
+    click.echo(preset_toml(name), nl=False)
+
+
 # -- investigate (the scripted pipeline) ------------------------------------------------------------
 
 

@@ -53,3 +53,22 @@ def test_installed_wheel_finds_its_queries_outside_the_checkout(wheel: Path, tmp
     assert file_.startswith(str(target)), "imported the checkout instead of the installed wheel"
     assert qdir.startswith(str(target))
     assert int(count) == len(list((ROOT / "queries").glob("*.sql")))
+
+
+def test_installed_wheel_carries_the_gateway_presets(wheel: Path, tmp_path: Path) -> None:
+    """The presets are TOML package data: an installed wheel loads all seven and prints each one."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = sorted(p.name for p in (ROOT / "forensics" / "sources" / "gateway" / "presets").glob("*.toml"))
+    assert len(shipped) == 7
+    assert all(f"forensics/sources/gateway/presets/{n}" in names for n in shipped)
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(wheel)],
+        check=True,
+    )
+    probe = ("import forensics.sources.gateway as g, forensics.sources.gateway.presets as p; "
+             "print(g.__file__); print(len(g.PRESETS)); print(p.preset_toml('envoy').splitlines()[0])")
+    res = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env={"PYTHONPATH": str(target)},
+                         capture_output=True, text=True, check=True)
+    file_, count, first = res.stdout.strip().splitlines()
+    assert file_.startswith(str(target)) and int(count) == 7 and first.startswith("# Preset envoy")

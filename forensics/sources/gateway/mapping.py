@@ -16,7 +16,47 @@ from typing import Any
 from forensics.errors import MappingError
 from forensics.sources.gateway.spec import CONTAINERS, MAPPABLE_COLUMNS, UNITS, Col, Spec
 
-_COL_KEYS = {"field", "fields", "regex", "group", "map", "default", "unit", "format"}
+_COL_KEYS = {"field", "fields", "regex", "group", "map", "default", "unit", "format", "sql", "extra_fields"}
+
+_GATEWAY_KEYS = ("name", "layer", "description", "container", "line_regex", "tz", "required", "signature", "keep",
+                 "keep_reason")
+
+
+def check_sql(expr: str, where: str, what: str) -> None:
+    """Refuse a mapping's SQL unless it is one scalar expression over its record's fields.
+
+    ``{v}`` is the column's value, ``{f:<field>}`` another field's text; no subquery, no table
+    function, no second statement (a mapping file must not read other files or change the case).
+
+    Example:
+        >>> check_sql("lower({v})", "m.toml", "sql")
+        >>> check_sql("(SELECT 1 FROM read_text('/etc/passwd'))", "m.toml", "sql")
+        Traceback (most recent call last):
+        ...
+        forensics.errors.MappingError: m.toml: sql must be one expression over the record's fields, not a query (use {v}, {f:<field>}, functions and operators)
+    """
+    import json
+
+    import duckdb
+
+    refs = sorted(set(re.findall(r"\{f:([^}]+)\}", expr)))
+    body = re.sub(r"\{f:([^}]+)\}", lambda m: f"f{refs.index(m.group(1))}", expr).replace("{v}", "v")
+    hint = "use {v}, {f:<field>}, functions and operators"
+    if ";" in body or "{" in body or "}" in body:
+        raise MappingError(f"{what} must be one expression over the record's fields", where=where, hint=hint)
+    con = duckdb.connect()
+    try:
+        tree = json.loads(con.execute("SELECT json_serialize_sql($q)", {"q": f"SELECT ({body}) FROM t"}).fetchall()[0][0])
+    finally:
+        con.close()
+    if tree.get("error") or len(tree.get("statements", [])) != 1:
+        raise MappingError(f"{what} is not valid SQL: {tree.get('error_message', 'several statements')}",
+                           where=where, hint=hint)
+    node = tree["statements"][0]["node"]
+    if node.get("from_table", {}).get("type") != "BASE_TABLE" or "SUBQUERY" in json.dumps(node["select_list"]) \
+            or "TABLE_FUNCTION" in json.dumps(node["select_list"]):
+        raise MappingError(f"{what} must be one expression over the record's fields, not a query",
+                           where=where, hint=hint)
 
 
 def _col_from_toml(name: str, value: Any, where: str) -> Col:
@@ -52,6 +92,16 @@ def _col_from_toml(name: str, value: Any, where: str) -> Col:
     if mapping is not None and not isinstance(mapping, dict):
         raise MappingError(f"column {name!r}: map must be a table of value = replacement", where=where)
     group = int(value.get("group", 1 if regex is None or compiled.groups else 0))
+    sql = value.get("sql")
+    if sql is not None:
+        if not isinstance(sql, str):
+            raise MappingError(f"column {name!r}: sql must be a string", where=where)
+        check_sql(sql, where, "sql")
+    extra = value.get("extra_fields", [])
+    if isinstance(extra, str):
+        extra = [extra]
+    if not isinstance(extra, list) or not all(isinstance(f, str) for f in extra):
+        raise MappingError(f"column {name!r}: extra_fields must be a list of fields", where=where)
     return Col(
         fields=tuple(fields),
         regex=regex,
@@ -60,22 +110,30 @@ def _col_from_toml(name: str, value: Any, where: str) -> Col:
         default=None if value.get("default") is None else str(value["default"]),
         unit=unit,
         format=value.get("format"),
+        sql=sql,
+        # the fields an sql step reads ({f:<field>}) are read too, whether listed or not
+        extra_fields=tuple(dict.fromkeys([*extra, *re.findall(r"\{f:([^}]+)\}", sql or "")])),
     )
 
 
-def load_mapping_text(text: str, name: str) -> Spec:
-    """Compile the text of a TOML mapping file into a :class:`Spec`.
+def load_mapping_text(text: str, name: str, *, preset: bool = False) -> Spec:
+    """Compile the text of a TOML mapping file into a :class:`Spec` (the presets are such files too).
+
+    ``preset``: the file is one of the shipped presets (its ``[gateway] name`` is its name; else
+    the spec is named ``mapping:<file>``).
 
     Example:
         >>> spec = load_mapping_text('''
         ... [gateway]
         ... layer = "proxy"
+        ... signature = [["started"], ["consumer"]]
         ... [columns]
         ... ts_start = { field = "started", unit = "ms" }
         ... tenant_id = { field = "$.consumer.username", regex = "^team-(.*)$" }
+        ... model = { field = "model", sql = "lower({v})" }
         ... ''', "kong.toml")
-        >>> spec.layer, spec.columns["tenant_id"].regex
-        ('proxy', '^team-(.*)$')
+        >>> spec.layer, spec.columns["tenant_id"].regex, spec.signature
+        ('proxy', '^team-(.*)$', (('started',), ('consumer',)))
     """
     try:
         doc = tomllib.loads(text)
@@ -97,10 +155,10 @@ def load_mapping_text(text: str, name: str) -> Spec:
     if "ts_start" not in cols and "ts_end" not in cols:
         raise MappingError("a mapping needs ts_start or ts_end", where=name,
                            hint='add e.g. ts_start = "timestamp"')
-    gw_unknown = set(gw) - {"name", "layer", "container", "line_regex", "tz", "required", "description"}
+    gw_unknown = set(gw) - set(_GATEWAY_KEYS)
     if gw_unknown:
         raise MappingError(f"unknown [gateway] keys {sorted(gw_unknown)}", where=name,
-                           hint="allowed: name, layer, container, line_regex, tz, required, description")
+                           hint=f"allowed: {', '.join(_GATEWAY_KEYS)}")
     container = gw.get("container", "auto")
     if container not in CONTAINERS:
         raise MappingError(f"container must be one of {', '.join(CONTAINERS)}", where=name)
@@ -115,20 +173,32 @@ def load_mapping_text(text: str, name: str) -> Spec:
         if "'" in line_regex:
             raise MappingError("line_regex may not contain a single quote", where=name)
         container = "text"
+    signature = gw.get("signature", [])
+    if not isinstance(signature, list) or not all(
+            isinstance(g, list) and g and all(isinstance(k, str) for k in g) for g in signature):
+        raise MappingError("signature must be a list of lists of keys, e.g. [[\"RayID\"], [\"EdgeStartTimestamp\"]]",
+                           where=name, hint="detection needs one key of every group in the sampled records")
+    keep = gw.get("keep")
+    if keep is not None:
+        check_sql(str(keep), f"{name} [gateway].keep", "keep")
     columns = {k: _col_from_toml(k, v, f"{name} [columns].{k}") for k, v in cols.items()}
     ts_col = columns.get("ts_start") or columns["ts_end"]
     required = tuple(gw.get("required", ("|".join(ts_col.fields),)))
+    if preset and not gw.get("name"):
+        raise MappingError("a preset needs [gateway] name", where=name)
     return Spec(
-        name=f"mapping:{Path(name).name}",
+        name=str(gw["name"]) if preset else f"mapping:{Path(name).name}",
         layer=str(gw.get("layer", "edge")),
         columns=columns,
         description=str(gw.get("description", gw.get("name", Path(name).stem))),
         container=container,
         line_regex=line_regex,
+        keep_sql=None if keep is None else str(keep),
+        keep_reason=str(gw.get("keep_reason", "")),
         required=required,
-        fix_key=f"{Path(name).name} [columns]",
+        signature=tuple(tuple(g) for g in signature),
         tz=gw.get("tz"),
-        source=str(name),
+        source="preset" if preset else str(name),
     )
 
 

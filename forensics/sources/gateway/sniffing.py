@@ -273,7 +273,7 @@ def check_required(plan: FilePlan) -> None:
         alternatives = req.split("|")
         if not any(_has_field(r, a) for r in sn.records for a in alternatives):
             col = next((n for n, c in plan.spec.columns.items() if set(alternatives) & set(c.fields)), "ts_start")
-            where_key = (f"{plan.spec.fix_key}.{col}" if plan.spec.source != "preset"
+            where_key = (f"{Path(plan.spec.source).name} [columns].{col}" if plan.spec.source != "preset"
                          else f"preset {plan.spec.name}, column {col}")
             raise MissingFieldError(
                 f"field {' or '.join(alternatives)} not found in the first {len(sn.records)} records "

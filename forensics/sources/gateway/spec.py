@@ -15,8 +15,7 @@ Example:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 #: Canonical columns a preset or mapping may fill (``duration`` is a helper: ts_end = ts_start +
 #: duration, or ts_start = ts_end - duration when only the end is logged).
@@ -113,16 +112,11 @@ class Spec:
     keep_reason: str = ""
     #: fields of which at least one must exist somewhere in a file (else MissingFieldError)
     required: tuple[str, ...] = ()
-    #: key in the preset/mapping to fix when a required field is missing
-    fix_key: str = ""
     #: detection: every group must have a key present in a sample record
     signature: tuple[tuple[str, ...], ...] = ()
-    #: documentation of the fields read and the derivations (for docs and --help)
-    notes: str = ""
     #: tz of zone-less values declared by a mapping (overrides the ingest tz)
     tz: str | None = None
     source: str = "preset"
-    options: dict[str, Any] = field(default_factory=dict)
 
     def all_fields(self) -> list[str]:
         """Every source field the spec reads, in first-use order (no duplicates)."""
