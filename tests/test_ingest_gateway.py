@@ -714,7 +714,7 @@ def test_gzip_ndjson_is_read_by_read_json_not_the_line_reader(case: forensics.Ca
     used: list[list[str]] = []
     real = fastpath.load_fast
     monkeypatch.setattr(fastpath, "load_fast",
-                        lambda case, items, *a: used.append([it.comp for it in items]) or real(case, items, *a))
+                        lambda con, items, *a, **k: used.append([it.comp for it in items]) or real(con, items, *a, **k))
     p = tmp_path / "cf.ndjson.gz"
     p.write_bytes(gzip.compress((FIX / "cloudflare_http_ns.ndjson").read_bytes()))
     f = case.ingest_gateway(p, format="cloudflare-http").files[0]
@@ -723,28 +723,29 @@ def test_gzip_ndjson_is_read_by_read_json_not_the_line_reader(case: forensics.Ca
 
 BATCH_CASES = [
     # label, per-file line lists (indexes into the fixture's good records, or raw bytes), compress,
-    # whether one read_json takes the whole batch (a blank line anywhere sends it to the line reader)
-    ("plain files", [[0, 1], [2], [3, 4, 5]], False, True),
-    ("gz files, one with a bad line", [[0, 1], [2, b'{"RayID": "cut'], [3]], True, True),
-    ("gz files, one with a blank line", [[0], [1, b"", 2], [3]], True, False),
+    # the files (0-based) read_json leaves to the line reader (a blank line shifts its numbering)
+    ("plain files", [[0, 1], [2], [3, 4, 5]], False, []),
+    ("gz files, one with a bad line", [[0, 1], [2, b'{"RayID": "cut'], [3]], True, []),
+    ("gz files, one with a blank line", [[0], [1, b"", 2], [3]], True, [1]),
 ]
 
 
-@pytest.mark.parametrize(("label", "files", "compress", "one_scan"), BATCH_CASES, ids=[c[0] for c in BATCH_CASES])
+@pytest.mark.parametrize(("label", "files", "compress", "left_over"), BATCH_CASES, ids=[c[0] for c in BATCH_CASES])
 def test_batch_of_small_ndjson_files_is_read_by_one_read_json(case: forensics.Case, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch, label: str,
                                                               files: list[list[Any]], compress: bool,
-                                                              one_scan: bool) -> None:
+                                                              left_over: list[int]) -> None:
     """Regression: a batch was a UNION ALL of line readers, run one file after another (0.39x bare)."""
     from forensics.sources.gateway import fastpath
 
     good = [ln for ln in (FIX / "cloudflare_http_ns.ndjson").read_bytes().splitlines() if ln.strip().endswith(b"}")]
-    calls: list[tuple[int, bool]] = []
+    calls: list[tuple[int, list[int]]] = []
     real = fastpath.load_fast
 
-    def spy(case: forensics.Case, items: list[Any], *a: Any) -> Any:
-        got = real(case, items, *a)
-        calls.append((len(items), got is not None))
+    def spy(con: Any, items: list[Any], *a: Any, **k: Any) -> Any:
+        ids = [it.file_id for it in items]
+        got = real(con, items, *a, **k)
+        calls.append((len(items), [ids.index(i) for i in k.get("leftover", [])]))
         return got
 
     monkeypatch.setattr(fastpath, "load_fast", spy)
@@ -755,7 +756,7 @@ def test_batch_of_small_ndjson_files_is_read_by_one_read_json(case: forensics.Ca
         data = b"\n".join(body) + b"\n"
         (tmp_path / f"h{k}.ndjson{'.gz' if compress else ''}").write_bytes(gzip.compress(data) if compress else data)
     s = case.ingest_gateway(tmp_path, format="cloudflare-http")
-    assert calls == [(len(files), one_scan)]
+    assert calls == [(len(files), left_over)]  # one read_json for the batch; only odd files leave it
     assert all(f.reconciles for f in s.files) and [f.lines_read for f in s.files] == [len(b) for b in bodies]
     assert (case.sql("SELECT count(*) FROM gateway_requests").fetchall()[0][0]
             == sum(1 for b in bodies for ln in b if ln.endswith(b"}")))

@@ -192,6 +192,10 @@ class Snapshot:
     mtime_ns: int
     dev: int
     ino: int
+    #: 'gzip', 'zstd' or 'none', by the magic bytes
+    compression: str = "none"
+    #: the absolute path with every link resolved (what the evidence record names)
+    resolved: str = ""
 
     @classmethod
     def take(cls, path: Path) -> Snapshot:
@@ -204,9 +208,11 @@ class Snapshot:
                              hint="fix its permissions, or pass --skip-unreadable to list it as not read") from exc
         try:
             st = os.fstat(fd)
+            head = os.read(fd, 4)
         finally:
             os.close(fd)
-        return cls(path, st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino)
+        comp = "gzip" if head[:2] == GZIP_MAGIC else "zstd" if head == ZSTD_MAGIC else "none"
+        return cls(path, st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino, comp, os.path.realpath(path))
 
     @contextmanager
     def open(self) -> Iterator[IO[bytes]]:

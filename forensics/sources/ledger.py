@@ -36,11 +36,12 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from forensics import __version__
 from forensics.case import LoadTarget
 from forensics.errors import CaseError, InputError
-from forensics.sources.files import Snapshot, compression_of
+from forensics.sources.files import Snapshot
 
 #: Bytes of a file's start whose sha256 (``head_sha256``) narrows the known files it may extend.
 HEAD_BYTES = 4096
@@ -317,26 +318,37 @@ class Ledger:
         loads = []
         for k, (snap, sha, d, meta) in enumerate(files):
             fid = first_id + k
-            comp = compression_of(snap.path)
+            comp = snap.compression
             prior = d.prior
             rows.append((
-                fid, str(snap.path.resolve()), sha, snap.size, self.kind, meta.get("format"), meta.get("layer"),
+                fid, snap.resolved or str(snap.path.resolve()), sha, snap.size, self.kind, meta.get("format"), meta.get("layer"),
                 meta.get("node"), comp, meta.get("tz"), at, __version__,
                 json.dumps(meta.get("options") or {}, sort_keys=True, default=str), d.first_line, d.start_offset,
                 meta.get("head_sha256"), None if prior is None else prior.file_id,
                 None if prior is None else prior.sha256, None if prior is None else prior.size,
             ))
             loads.append(FileLoad(fid, snap.path, sha, snap.size, comp, d))
-        self.con.executemany(
-            """
-            INSERT INTO evidence_files (file_id, path, sha256, size, kind, format, layer, node, compression, tz,
-                lines_read, rows_loaded, rows_rejected, rows_duplicate, complete, warning, ingested_at,
-                toolkit_version, options, status, first_line, start_offset, head_sha256, prior_file_id,
-                prior_sha256, prior_size)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 0, NULL, NULL, ?, ?, ?, 'loading', ?, ?, ?, ?, ?, ?)
-            """,
-            rows,
-        )
+        names = ("file_id", "path", "sha256", "size", "kind", "format", "layer", "node", "compression", "tz",
+                 "ingested_at", "toolkit_version", "options", "first_line", "start_offset", "head_sha256",
+                 "prior_file_id", "prior_sha256", "prior_size")
+        types = (pa.int32(), pa.string(), pa.string(), pa.int64(), pa.string(), pa.string(), pa.string(),
+                 pa.string(), pa.string(), pa.string(), pa.timestamp("us"), pa.string(), pa.string(), pa.int64(),
+                 pa.int64(), pa.string(), pa.int32(), pa.string(), pa.int64())
+        # one statement for every row (an INSERT per file cost more than reading a small file)
+        table = pa.table({n: pa.array([r[i] for r in rows], type=t) for i, (n, t) in enumerate(zip(names, types,
+                                                                                                   strict=True))})
+        self.con.complete()  # register() refuses while an earlier result is still open
+        self.con.register("_ledger_new", table)
+        try:
+            self.con.execute(
+                f"""
+                INSERT INTO evidence_files ({', '.join(names)}, lines_read, rows_loaded, rows_rejected,
+                    rows_duplicate, complete, warning, status)
+                SELECT {', '.join(names)}, 0, 0, 0, 0, NULL, NULL, 'loading' FROM _ledger_new
+                """
+            )
+        finally:
+            self.con.unregister("_ledger_new")
         crash_point(self.kind, "begin")
         return loads
 
@@ -379,15 +391,25 @@ class Ledger:
             rows.append((load.file_id, c["lines_read"], c["rows_loaded"], c["rows_rejected"],
                          c.get("rows_duplicate", 0), c.get("complete", True), warning, c.get("end_offset"),
                          c.get("end_line"), c.get("open_tail", False), c.get("format"), c.get("layer")))
-        self.con.executemany(
-            """
-            UPDATE evidence_files SET lines_read = ?, rows_loaded = ?, rows_rejected = ?, rows_duplicate = ?,
-                complete = ?, warning = ?, end_offset = ?, end_line = ?, open_tail = ?, format = coalesce(?, format),
-                layer = coalesce(?, layer), status = 'done'
-            WHERE file_id = ?
-            """,
-            [(*r[1:], r[0]) for r in rows],
-        )
+        names = ("fid", "lr", "rl", "rr", "rd", "c", "w", "eo", "el", "ot", "f", "ly")
+        types = (pa.int32(), pa.int64(), pa.int64(), pa.int64(), pa.int64(), pa.bool_(), pa.string(), pa.int64(),
+                 pa.int64(), pa.bool_(), pa.string(), pa.string())
+        table = pa.table({n: pa.array([r[i] for r in rows], type=t) for i, (n, t) in enumerate(zip(names, types,
+                                                                                                   strict=True))})
+        self.con.complete()
+        self.con.register("_ledger_done", table)
+        try:
+            self.con.execute(
+                """
+                UPDATE evidence_files e SET lines_read = v.lr, rows_loaded = v.rl, rows_rejected = v.rr,
+                    rows_duplicate = v.rd, complete = v.c, warning = v.w, end_offset = v.eo, end_line = v.el,
+                    open_tail = v.ot, format = coalesce(v.f, e.format), layer = coalesce(v.ly, e.layer),
+                    status = 'done'
+                FROM _ledger_done v WHERE e.file_id = v.fid
+                """
+            )
+        finally:
+            self.con.unregister("_ledger_done")
         self._known = self._done = self._sizes = None
         crash_point(self.kind, "commit")
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, cast
 
 from forensics.sources.compressed import StreamReport, decoded_blocks, zstd_layout
-from forensics.sources.files import PrefixHasher, Snapshot, compression_of
+from forensics.sources.files import PrefixHasher, Snapshot
 from forensics.sources.gateway.scan import MAX_LINE_BYTES, _HashingReader
 
 #: What stands in a copy for a line too long to read (every reader parses it as an empty record).
@@ -74,7 +74,7 @@ def make_copy(
     ``max_line`` become :data:`PLACEHOLDER` and are listed in ``overlong``. When the stream broke
     off (truncated or corrupt), the partial last line is left out and returned as ``cut``.
     """
-    comp = compression_of(snap.path)
+    comp = snap.compression
     report = StreamReport(comp)
     out = Copy(dest, report=report, header_lines=1 if header else 0)
     h = PrefixHasher()
@@ -190,7 +190,7 @@ def salvage_to_file(path: Path, dest: Path) -> tuple[int, bytes]:
 def head_line(snap: Snapshot) -> bytes:
     """The first line of a file's decoded text, line end included (a CSV header)."""
     with snap.open() as fh:
-        comp = compression_of(snap.path)
+        comp = snap.compression
         layout = zstd_layout(fh) if comp == "zstd" else None
         data = b""
         for block in decoded_blocks(fh, comp, StreamReport(comp), block=1 << 16, zstd_layout=layout):

@@ -69,8 +69,12 @@ def read_json_source(plan: FilePlan, paths: list[str], comp: str, file_ids: list
     )
 
 
-def load_fast(con: duckdb.DuckDBPyConnection, items: list[Item], tz: str) -> dict[int, Counts] | None:
+def load_fast(con: duckdb.DuckDBPyConnection, items: list[Item], tz: str,
+              leftover: list[int] | None = None) -> dict[int, Counts] | None:
     """Load NDJSON files through one ``read_json``; None when their rows do not match their lines.
+
+    With ``leftover``, the files whose rows do not match are dropped from the batch (their ids
+    appended to it) and the others kept; without it, any mismatch gives None.
 
     ``read_json`` skips blank lines, so its row number is the physical line number only when a
     file has none: each file's row count is checked against :func:`scan_file`'s line count
@@ -89,8 +93,18 @@ def load_fast(con: duckdb.DuckDBPyConnection, items: list[Item], tz: str) -> dic
     scans = {it.file_id: it.get_scan() for it in items}
     got = dict(con.execute(f"SELECT file_id, count(*) FROM gateway_requests WHERE file_id IN ({id_list}) "
                            f"GROUP BY file_id").fetchall())
-    if any(int(got.get(i, 0)) != sc.lines or sc.damaged for i, sc in scans.items()):
-        return None  # a blank line shifted the numbering; a damaged stream is salvaged by the line path
+    # a blank line shifts a file's numbering; a damaged stream is read from a copy: those files
+    # leave the batch (their rows go now) and the caller reads them another way
+    off = [i for i, sc in scans.items() if int(got.get(i, 0)) != sc.lines or sc.damaged]
+    if off and (len(off) == len(items) or leftover is None):
+        return None
+    if off:
+        con.execute("DELETE FROM gateway_requests WHERE list_contains($ids, file_id)", {"ids": off})
+        items = [it for it in items if it.file_id not in off]
+        ids = [it.file_id for it in items]
+        id_list = ", ".join(str(i) for i in ids)
+        if leftover is not None:
+            leftover.extend(off)
     commit_point(con)
     if positional and not number_by_position(con, ids):
         return None

@@ -17,7 +17,7 @@ from typing import IO, Any, cast
 import numpy as np
 
 from forensics.sources.compressed import StreamReport, decoded_blocks, zstd_layout
-from forensics.sources.files import PrefixHasher, Snapshot, compression_of
+from forensics.sources.files import PrefixHasher, Snapshot
 
 #: Longest line the readers take (DuckDB's line reader and read_json refuse longer ones).
 MAX_LINE_BYTES = 8 << 20
@@ -184,7 +184,7 @@ def scan_file(path: Path | Snapshot, cuts: list[int] | tuple[int, ...] = (), *, 
         (3, 3, True, 2)
     """
     snap = path if isinstance(path, Snapshot) else Snapshot.take(path)
-    comp = compression_of(snap.path)
+    comp = snap.compression
     h = PrefixHasher(cuts)
     out = Scan(marks=[] if comp == "none" else None, report=StreamReport(comp))
     counter = _Lines(out.marks)

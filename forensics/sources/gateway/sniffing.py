@@ -111,6 +111,34 @@ def sniff(path: Path) -> Sniff:
     return Sniff("text", comp, [], set(), lines[:SAMPLE_RECORDS])
 
 
+def shape_key(path: Path, compression: str) -> tuple[Any, ...] | None:
+    """What makes two files read alike: compression, container and the first record's keys.
+
+    Files of one format (the hourly files of a Logpush bucket) share it, so one full sniff (200
+    sample records, detection, the required-field check) serves them all. None when the first
+    line is not an NDJSON object or a CSV header (then every file is sniffed).
+
+    Example:
+        >>> import tempfile; d = Path(tempfile.mkdtemp()); p = d / "a.ndjson"
+        >>> _ = p.write_text('{"RayID": "x", "b": 1}\\n')
+        >>> shape_key(p, "none")
+        ('none', 'ndjson', ('RayID', 'b'))
+    """
+    head = head_bytes(path, 16384)
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    nl = head.find(b"\n")
+    if nl < 0:
+        return None
+    first = head[:nl].strip()
+    if first.startswith(b"{"):
+        obj = _loads(first.decode("utf-8", errors="replace"))
+        return (compression, "ndjson", tuple(obj)) if isinstance(obj, dict) else None
+    text = first.decode("utf-8", errors="replace")
+    delim = _csv_delimiter(text)
+    return (compression, "csv", text) if delim is not None else None
+
+
 def _keys(recs: list[dict[str, Any]]) -> set[str]:
     keys: set[str] = set()
     for r in recs:
@@ -249,6 +277,8 @@ class FilePlan:
     spec: Spec
     sniff: Sniff
     detected: str | None
+    #: bytes on disk when planned
+    size: int = 0
 
 
 def is_otlp(plan: FilePlan) -> bool:
