@@ -90,9 +90,10 @@ def clean(incident: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dic
 
 CRASHES = [
     # label, fault-injection point (kind:event:n[:ms])
-    ("gateway batch registered, no rows yet", "gateway:begin:2"),
-    ("gateway rows written, counts not yet", "gateway:rows:3"),
-    ("gateway during the commit of a batch's last rows", "gateway:commit:2:2"),
+    ("gateway batch registered, no rows yet", "gateway:begin:1"),
+    ("gateway rows written, counts not yet", "gateway:rows:1"),
+    ("gateway during the commit of a batch's last rows", "gateway:commit:1:2"),
+    ("gateway second batch's rows written", "gateway:rows:2"),
     ("engine file registered, nothing read", "engine:begin:4"),
     ("engine segment committed, file not finished", "engine:segment:3"),
     ("engine during the commit of a file's last rows", "engine:commit:2:2"),
