@@ -399,6 +399,8 @@ def _zone_pass(case: Case, tz: str, state: _ReadState) -> None:
         f"SELECT seq, {local_sql} AS loc, epoch_us(collector_ts) AS col FROM _eng_cls WHERE ets <> '' ORDER BY seq"
     ).to_arrow_table()
     seq, loc, col = _us(t.column("seq")), _us(t.column("loc")), _us(t.column("col"))
+    if state.collector_inexact:
+        col = np.full_like(col, NO_TIME)
     if tz == "auto":
         offs, est = auto_offsets(loc, col)
         if est.offset_s is None and state.auto and state.auto[-1].offset_s is not None:
