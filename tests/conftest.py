@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import datetime as dt
 import fcntl
+import hashlib
 import itertools
 import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -290,6 +291,42 @@ def sample_case(sample_case_path: Path) -> Iterator[Case]:
     case = forensics.open_case(sample_case_path, read_only=True)
     yield case
     case.close()
+
+
+# -- sources never modified ---------------------------------------------------------------------------
+
+#: The evidence every test reads: the bundled sample and the fixtures.
+EVIDENCE_ROOTS = (SAMPLE, ROOT / "tests" / "fixtures")
+
+
+def evidence_state(roots: Iterable[Path], *, digest: bool = True) -> dict[str, tuple[str, int, int]]:
+    """(sha256 or '', size, mtime_ns) of every file under ``roots``: what "unchanged" means."""
+    out: dict[str, tuple[str, int, int]] = {}
+    for root in roots:
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        for p in files:
+            st = p.stat()
+            sha = hashlib.sha256(p.read_bytes()).hexdigest() if digest else ""
+            out[str(p)] = (sha, st.st_size, st.st_mtime_ns)
+    return out
+
+
+@pytest.fixture(scope="session")
+def _evidence_at_start() -> Iterator[dict[str, tuple[str, int, int]]]:
+    before = evidence_state(EVIDENCE_ROOTS)
+    yield before
+    # the whole session: contents too (a rewrite that kept size and mtime)
+    assert evidence_state(EVIDENCE_ROOTS) == before, "a test modified the bundled sample or a fixture"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _sources_unchanged(_evidence_at_start: dict[str, tuple[str, int, int]]) -> Iterator[None]:
+    """Sources are never modified: after every test module, size and mtime of every sample and
+    fixture file are as they were (sha256 at the end of the session)."""
+    yield
+    now = evidence_state(EVIDENCE_ROOTS, digest=False)
+    changed = sorted(k for k, v in _evidence_at_start.items() if now.get(k, ("", -1, -1))[1:] != v[1:])
+    assert not changed and set(now) == set(_evidence_at_start), f"sources modified: {changed[:5]}"
 
 
 # -- golden files -----------------------------------------------------------------------------------

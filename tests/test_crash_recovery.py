@@ -16,9 +16,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import evidence_state
 
 import forensics
 from forensics.outputs.export import write_output
@@ -30,11 +32,14 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def incident(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def incident(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A small generated incident in the real formats (hourly .gz gateway files, rotated engine logs)."""
     out = tmp_path_factory.mktemp("incident")
     generate(out, requests=2500, seed=11)
-    return out
+    before = evidence_state([out])
+    yield out
+    # killed loads never touched the sources (sha256, size, mtime of every file)
+    assert evidence_state([out]) == before
 
 
 def _ingest(case: Path, data: Path, crash: str | None = None, kill_after: float | None = None) -> subprocess.CompletedProcess[str]:

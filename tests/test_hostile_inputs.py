@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import zstandard
+from conftest import evidence_state
 
 import forensics
 from forensics.errors import ForensicsError
@@ -170,8 +171,10 @@ def _check_reconciles(case: forensics.Case) -> None:
 @pytest.mark.parametrize("h", CASES, ids=[c.label for c in CASES])
 def test_hostile_gateway_inputs_reconcile(tmp_path: Path, h: Hostile) -> None:
     paths = h.build(tmp_path / "in")
+    before = evidence_state([tmp_path / "in"])
     case = forensics.open_case(tmp_path / "case.duckdb")
     s = case.ingest_gateway(paths, format=h.format)
+    assert evidence_state([tmp_path / "in"]) == before  # sources are never modified (sha256, size, mtime)
     by_name = {Path(f.path).name: f for f in s.files}
     assert set(by_name) == set(h.lines)
     for name, n in h.lines.items():
@@ -429,7 +432,9 @@ def test_damaged_compressed_engine_logs(tmp_path: Path, label: str, damage: Call
     else:
         readable = zlib_readable(data)
     case = forensics.open_case(":memory:")
+    before = evidence_state([p])
     f = case.ingest_engine([p], tz="UTC").files[0]
+    assert evidence_state([p]) == before
     assert f.lines_read == physical_lines(readable) and f.reconciles
     assert f.complete is complete and any(warning in w for w in f.warnings), f.warnings
     reasons = [r[0] for r in case.sql("SELECT reason FROM rejected_lines").fetchall()]
