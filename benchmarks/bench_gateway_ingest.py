@@ -199,8 +199,9 @@ def run_benchmark(rows: int = 5_000_000, workdir: str | Path | None = None,
                   progress: bool = False) -> dict[str, Any]:
     """Generate (or reuse) the inputs, run bare DuckDB and forensics on each; return the figures.
 
-    Runs alternate bare/forensics ``repeat`` times and keep each side's best (least disturbed by
-    other load on the machine).
+    Runs alternate bare/forensics ``repeat`` times, in the same run on the same files; each side's
+    figures are the medians of its runs (seconds, CPU seconds, peak RSS), with the load average
+    before and after beside them.
 
     Example:
         >>> figs = run_benchmark(rows=2000, variants=("plain",))   # doctest: +SKIP
@@ -225,13 +226,13 @@ def run_benchmark(rows: int = 5_000_000, workdir: str | Path | None = None,
             expected["generate_seconds"] = time.perf_counter() - t
             meta.write_text(json.dumps(expected))
         expected = json.loads(meta.read_text())
-        best: dict[str, dict[str, Any]] = {}
+        runs: dict[str, list[dict[str, Any]]] = {"bare": [], "forensics": []}
+        load_before = os.getloadavg()
         for _ in range(repeat):
             for mode in ("bare", "forensics"):
-                r = _measure(mode, path, wd)
-                if mode not in best or r["seconds"] < best[mode]["seconds"]:
-                    best[mode] = r
-        bare, ours = best["bare"], best["forensics"]
+                runs[mode].append(_measure(mode, path, wd))
+        load_after = os.getloadavg()
+        bare, ours = (_median_run(runs[m]) for m in ("bare", "forensics"))
         figures[variant] = entry = {
             "file": str(path),
             "file_bytes": bare["file_bytes"],
@@ -243,12 +244,29 @@ def run_benchmark(rows: int = 5_000_000, workdir: str | Path | None = None,
             "ratio_peak_rss": ours["peak_rss_mib"] / bare["peak_rss_mib"],
             # CPU time is what a busy, shared machine cannot distort: the same work, whatever the load
             "ratio_cpu": bare["cpu_seconds"] / ours["cpu_seconds"],
+            "runs": repeat,
+            "loadavg_before": list(load_before),
+            "loadavg_after": list(load_after),
             "counts_ok": ours.get("reconciles", False) and ours["rows"] == expected["lines"]
             and ours.get("duplicate") == expected["duplicates"] and ours.get("rejected") == expected["malformed"],
         }
         if progress:
             _print({"rows": rows, variant: entry})
     return figures
+
+
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median run by wall time, with the medians of CPU seconds and peak RSS (and every run's seconds)."""
+    import statistics
+
+    mid = sorted(runs, key=lambda r: r["seconds"])[(len(runs) - 1) // 2]
+    out = dict(mid)
+    for key in ("seconds", "cpu_seconds", "peak_rss_mib"):
+        out[key] = statistics.median(r[key] for r in runs)
+    out["rows_per_s"] = out["rows"] / out["seconds"]
+    out["mb_per_s"] = out["file_bytes"] / 1e6 / out["seconds"]
+    out["all_seconds"] = [r["seconds"] for r in runs]
+    return out
 
 
 def _print(figs: dict[str, Any]) -> None:
@@ -263,6 +281,9 @@ def _print(figs: dict[str, Any]) -> None:
                   f"{r['mb_per_s']:8.1f} MB/s  CPU {r['cpu_seconds']:7.2f} s  peak RSS {r['peak_rss_mib']:7.0f} MiB")
         print(f"  ratio forensics/bare: rows/s {v['ratio_rows_per_s']:.2f}, MB/s {v['ratio_mb_per_s']:.2f}, "
               f"CPU-time {v['ratio_cpu']:.2f}, peak RSS {v['ratio_peak_rss']:.2f}; counts reconcile: {v['counts_ok']}")
+        print(f"  medians of {v['runs']} run(s) each, alternating; load average before "
+              f"{' '.join(f'{x:.2f}' for x in v['loadavg_before'])}, after "
+              f"{' '.join(f'{x:.2f}' for x in v['loadavg_after'])}")
 
 
 def main(argv: list[str] | None = None) -> int:
