@@ -370,7 +370,9 @@ class Case:
             >>> case.sql("SELECT layer, count(*) FROM gateway_requests GROUP BY layer").fetchall()
             [('proxy', 1299)]
         """
-        return self._loader("gateway")(self.target(), paths, format=format, tz=tz, quiet=quiet, **options)
+        summary = self._loader("gateway")(self.target(), paths, format=format, tz=tz, quiet=quiet, **options)
+        self._record_unread("gateway", summary)
+        return summary
 
     def ingest_engine(
         self,
@@ -389,7 +391,32 @@ class Case:
             >>> case.sql("SELECT node, count(*) FROM engine_starts GROUP BY node").fetchall()
             [('prefill-0', 3)]
         """
-        return self._loader("engine")(self.target(), paths, tz=tz, quiet=quiet, **options)
+        summary = self._loader("engine")(self.target(), paths, tz=tz, quiet=quiet, **options)
+        self._record_unread("engine", summary)
+        return summary
+
+    def _record_unread(self, kind: str, summary: IngestSummary) -> None:
+        """Keep in the case the paths an ingest could not read (``--skip-unreadable``), so every later
+        reader (the report) knows the answer rests on partial evidence; a path read later is removed."""
+        unread = [(str(Path(f.path).resolve()), f.node, f.not_read) for f in summary.files if f.not_read]
+        read = [str(Path(f.path).resolve()) for f in summary.files if not f.not_read]
+        if not unread and not read:
+            return
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            if read:
+                # a file read now, or a directory whose files are read now, is no longer unread
+                self.con.execute(
+                    "DELETE FROM unread_paths WHERE kind = $k AND EXISTS (SELECT 1 FROM unnest($r) AS t(p) "
+                    "WHERE t.p = path OR starts_with(t.p, path || '/'))", {"k": kind, "r": read})
+            for path, node, reason in unread:
+                self.con.execute(
+                    "INSERT OR REPLACE INTO unread_paths VALUES ($p, $k, $n, $r, $at)",
+                    {"p": path, "k": kind, "n": node, "r": reason, "at": self.utcnow()})
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
 
 
 def replace_case(path: str | os.PathLike[str]) -> None:

@@ -50,6 +50,18 @@ CREATE TABLE IF NOT EXISTS evidence_files (
     prior_size       BIGINT                -- that version's size in bytes
 );
 
+-- Paths an ingest could not read (--skip-unreadable): the answer rests on partial evidence while
+-- any is here. One row per path and kind (the latest ingest's reason); removed when a later ingest
+-- reads that path (or, for a directory, a file under it).
+CREATE TABLE IF NOT EXISTS unread_paths (
+    path         VARCHAR NOT NULL,    -- absolute path given or found (a file or a directory)
+    kind         VARCHAR NOT NULL,    -- 'gateway' | 'engine'
+    node         VARCHAR,             -- engine files: the node it would have been
+    reason       VARCHAR NOT NULL,    -- e.g. 'permission denied'
+    ingested_at  TIMESTAMP NOT NULL,  -- when that ingest ran (UTC)
+    PRIMARY KEY (path, kind)
+);
+
 -- Derived tables an ingest must rebuild (e.g. engine_starts of a node whose files changed): marked
 -- in the transaction of the file's rows, cleared in the rebuild's, so a crash in between is repaired.
 CREATE TABLE IF NOT EXISTS pending_rebuilds (

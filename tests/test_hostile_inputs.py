@@ -229,9 +229,9 @@ def test_unreadable_paths_are_one_line_errors_or_listed_as_not_read(
 
     d = tmp_path / "logs"
     _w(d, "ok.ndjson", body(2))
-    bad = _w(d, "sub/locked.ndjson", body(2)) if what == "file" else (d / "sub")
+    bad = _w(d, "sub/locked.ndjson", body(2, 2)) if what == "file" else (d / "sub")
     if what == "dir":
-        _w(d, "sub/inner.ndjson", body(2))
+        _w(d, "sub/inner.ndjson", body(2, 2))
     real_access, real_walk = os.access, os.walk
 
     def access(p: Any, mode: int, **kw: Any) -> bool:  # the tests may run as root: pretend
@@ -253,6 +253,14 @@ def test_unreadable_paths_are_one_line_errors_or_listed_as_not_read(
     assert [(Path(f.path).name, f.not_read) for f in s.files if f.not_read] == [(bad.name, "permission denied")]
     assert "NOT READ" in s.render()
     assert sum(f.rows_loaded for f in s.files) == 2
+    # the case remembers it (a later report must say the answer rests on partial evidence) ...
+    assert case.sql("SELECT path, kind, reason FROM unread_paths").fetchall() == [
+        (str(bad.resolve()), "gateway", "permission denied")]
+    # ... until an ingest reads it
+    monkeypatch.undo()
+    case.ingest_gateway(d, format="cloudflare-http")
+    assert case.sql("SELECT count(*) FROM unread_paths").fetchall() == [(0,)]
+    assert case.sql("SELECT sum(rows_loaded) FROM evidence_files").fetchall() == [(4,)]
 
 
 # -- growth -------------------------------------------------------------------------------------
