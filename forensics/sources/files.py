@@ -110,6 +110,18 @@ def walk_files(
     return unique, unreadable
 
 
+def expand_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The files :func:`walk_files` expands ``paths`` into, in the order a loader reads them.
+
+    Example:
+        >>> import tempfile; d = Path(tempfile.mkdtemp()); _ = (d / "b.log").write_text("x")
+        >>> _ = (d / "a.log").write_text("y")
+        >>> [p.name for p in expand_paths(d)]
+        ['a.log', 'b.log']
+    """
+    return walk_files(paths)[0]
+
+
 def _refuser(skip_unreadable: bool, unreadable: list[Unreadable]) -> Callable[[Path, OSError | str], None]:
     def refuse(path: Path, exc: OSError | str) -> None:
         reason = exc if isinstance(exc, str) else (exc.strerror or type(exc).__name__).lower()
