@@ -425,6 +425,57 @@ def test_a_grown_engine_log_loads_only_its_new_lines(tmp_path: Path, cut: int) -
     assert case.sql("SELECT sum(lines_read) FROM evidence_files").fetchall() == [(len(lines),)]
 
 
+def test_symlinked_node_directories_are_followed_once_with_the_resolved_path(tmp_path: Path) -> None:
+    real = tmp_path / "mnt" / "decode-9"
+    _w(real, "sglang.log", (ENGINE_FIX / "v0_5_23" / "decode-9.log").read_bytes())
+    (real / "loop").symlink_to(real.parent, target_is_directory=True)  # a loop back up
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "decode-9").symlink_to(real, target_is_directory=True)  # the node directory is a link
+    case = forensics.open_case(":memory:")
+    s = case.ingest_engine([logs], tz="UTC")
+    assert [(f.node, f.lines_read > 0) for f in s.files] == [("decode-9", True)]
+    assert case.sql("SELECT path FROM evidence_files").fetchall() == [(str((real / "sglang.log").resolve()),)]
+    _engine_reconciles(case)
+
+
+@pytest.mark.parametrize(("label", "what"), UNREADABLE_CASES, ids=[c[0] for c in UNREADABLE_CASES])
+def test_unreadable_engine_paths_are_one_line_errors_or_listed_as_not_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, label: str, what: str) -> None:
+    import os
+
+    text = (ENGINE_FIX / "v0_5_23" / "decode-9.log").read_bytes()
+    logs = tmp_path / "logs"
+    _w(logs, "decode-9/sglang.log", text)
+    bad = _w(logs, "decode-8/sglang.log", text[: len(text) // 2]) if what == "file" else (logs / "decode-8")
+    if what == "dir":
+        _w(logs, "decode-8/sglang.log", text[: len(text) // 2])
+    real_access, real_walk = os.access, os.walk
+
+    def access(p: Any, mode: int, **kw: Any) -> bool:  # the tests may run as root: pretend
+        return False if Path(p) == bad else real_access(p, mode, **kw)
+
+    def walk(top: Any, **kw: Any) -> Any:
+        for entry in real_walk(top, **kw):
+            if Path(entry[0]) == bad:
+                kw["onerror"](PermissionError(13, "Permission denied", str(bad)))
+                continue
+            yield entry
+
+    monkeypatch.setattr(os, "access", access)
+    monkeypatch.setattr(os, "walk", walk)
+    case = forensics.open_case(":memory:")
+    with pytest.raises(ForensicsError, match=f"cannot read {bad}: permission denied"):
+        case.ingest_engine([logs], tz="UTC")
+    assert case.sql("SELECT count(*) FROM evidence_files").fetchall() == [(0,)]
+    s = case.ingest_engine([logs], tz="UTC", skip_unreadable=True)
+    assert [(Path(f.path).name, f.not_read) for f in s.files if f.not_read] == [(bad.name, "permission denied")]
+    assert "NOT READ" in s.render()
+    assert [f.node for f in s.files if not f.not_read] == ["decode-9"]
+    assert case.sql("SELECT kind, reason FROM unread_paths").fetchall() == [("engine", "permission denied")]
+    _engine_reconciles(case)
+
+
 ENGINE_DAMAGE = [
     # label, how the file is damaged, complete, warning, cut line rejected
     ("gzip + garbage", lambda b: gzip.compress(b) + b"\x00garbage", False, "after the", False),

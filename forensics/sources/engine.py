@@ -39,7 +39,14 @@ from forensics.sources import engine_sql as q
 from forensics.sources.collect import ReadResult, read_lines
 from forensics.sources.collect.layout import EngineSource, NodeRule, resolve_sources
 from forensics.sources.engine_starts import rebuild_starts
-from forensics.sources.files import Fingerprint, Snapshot, fingerprint, progress_bar, store_rejected
+from forensics.sources.files import (
+    Fingerprint,
+    Snapshot,
+    Unreadable,
+    fingerprint,
+    progress_bar,
+    store_rejected,
+)
 from forensics.sources.ledger import Decision, FileLoad, Ledger, crash_point, database_errors
 from forensics.sources.lines import NO_TIME, LineBatch
 from forensics.sources.redact import redact_raw
@@ -569,9 +576,12 @@ def ingest_engine(
     tz = "auto" if tz.strip().lower() == "auto" else check_tz(tz)
     rule = NodeRule.load(node_map)
     layout_warnings: list[str] = []
-    sources = resolve_sources(paths, node_map=rule, warnings=layout_warnings)
+    unread: list[Unreadable] = []
+    sources = resolve_sources(paths, node_map=rule, warnings=layout_warnings, skip_unreadable=skip_unreadable,
+                              unread=unread)
     _setup(case, tz)
     summary = IngestSummary()
+    summary.files.extend(FileSummary(path=str(u.path), kind="engine", not_read=u.reason) for u in unread)
     if layout_warnings:
         summary.notes["engine layout warnings"] = layout_warnings
     kinds: dict[str, int] = {}

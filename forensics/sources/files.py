@@ -133,11 +133,12 @@ def _refuser(skip_unreadable: bool, unreadable: list[Unreadable]) -> Callable[[P
     return refuse
 
 
-def walk_dir(root: Path, *, skip_unreadable: bool = False, unread: list[Unreadable] | None = None) -> list[Path]:
+def walk_dir(root: Path, *, skip_unreadable: bool = False, unread: list[Unreadable] | None = None,
+             dangling: list[Path] | None = None) -> list[Path]:
     """Every readable regular file under ``root`` (links followed, loops cut, hidden entries skipped).
 
     An unreadable file or directory is an InputError naming it, or with ``skip_unreadable`` is
-    appended to ``unread``.
+    appended to ``unread``. Symbolic links whose target is missing are appended to ``dangling``.
 
     Example:
         >>> import tempfile; d = Path(tempfile.mkdtemp()); _ = (d / "a.log").write_text("x")
@@ -145,10 +146,11 @@ def walk_dir(root: Path, *, skip_unreadable: bool = False, unread: list[Unreadab
         >>> [p.name for p in walk_dir(d)]
         ['a.log']
     """
-    return _walk_dir(root, _refuser(skip_unreadable, unread if unread is not None else []))
+    return _walk_dir(root, _refuser(skip_unreadable, unread if unread is not None else []), dangling)
 
 
-def _walk_dir(root: Path, refuse: Callable[[Path, OSError | str], None]) -> list[Path]:
+def _walk_dir(root: Path, refuse: Callable[[Path, OSError | str], None],
+              dangling: list[Path] | None = None) -> list[Path]:
     """Every readable regular file under ``root``, following directory links once (loop-safe)."""
     found: list[Path] = []
     visited: set[tuple[int, int]] = set()
@@ -175,6 +177,8 @@ def _walk_dir(root: Path, refuse: Callable[[Path, OSError | str], None]) -> list
                 continue
             f = here / name
             if not f.is_file():
+                if dangling is not None and f.is_symlink() and not f.exists():
+                    dangling.append(f)
                 continue  # a broken link, a socket, a device: not evidence files
             if not os.access(f, os.R_OK):
                 refuse(f, "permission denied")

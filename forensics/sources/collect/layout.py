@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from forensics.errors import InputError, MappingError, ParameterError
+from forensics.sources.files import Unreadable, walk_dir
 
 _COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd")
 #: ``--export-metrics-to-file`` files (request-metrics JSONL), by name: the one rule read by name
@@ -240,18 +241,12 @@ def rotation_key(path: Path) -> tuple[Any, ...]:
     return (str(path.parent), base, 0, 1, "", name)
 
 
-def _files_in(directory: Path) -> tuple[list[Path], list[Path]]:
-    """Files under a directory (hidden ones skipped), and dangling symlinks found there."""
-    files, dangling = [], []
-    for p in directory.rglob("*"):
-        rel = p.relative_to(directory)
-        if any(part.startswith(".") for part in rel.parts):
-            continue
-        if p.is_file():
-            files.append(p)
-        elif p.is_symlink() and not p.exists():
-            dangling.append(p)
-    return sorted(files), sorted(dangling)
+def _files_in(directory: Path, skip_unreadable: bool, unread: list[Unreadable]) -> tuple[list[Path], list[Path]]:
+    """Files under a directory (hidden ones skipped, directory links followed once), and dangling
+    symlinks found there; an unreadable entry is an error naming it, or listed in ``unread``."""
+    dangling: list[Path] = []
+    files = walk_dir(directory, skip_unreadable=skip_unreadable, unread=unread, dangling=dangling)
+    return files, sorted(dangling)
 
 
 @dataclass(frozen=True)
@@ -284,6 +279,8 @@ def resolve_sources(
     *,
     node_map: str | os.PathLike[str] | NodeRule | None = None,
     warnings: list[str] | None = None,
+    skip_unreadable: bool = False,
+    unread: list[Unreadable] | None = None,
 ) -> list[EngineSource]:
     """Turn ``[NODE=]PATH`` arguments into files with their pod and node, in reading order.
 
@@ -291,7 +288,8 @@ def resolve_sources(
     files directly inside it are nodes by their stem); a file alone is the node of its stem; a
     Kubernetes layout anywhere in a path gives the pod, grouped into nodes by the node rule.
     Dangling symlinks (a ``containers/`` link whose target was not copied) are reported in
-    ``warnings``.
+    ``warnings``. Symlinked directories are followed (loops cut); an unreadable file or directory
+    is an InputError naming it, or with ``skip_unreadable`` is appended to ``unread``.
 
     Example:
         >>> resolve_sources([])
@@ -318,11 +316,11 @@ def resolve_sources(
         if p.is_file():
             out.append(_source(p, None, node, rule))
         elif p.is_dir():
-            files, dangling = _files_in(p)
+            files, dangling = _files_in(p, skip_unreadable, unread if unread is not None else [])
             if warnings is not None:
                 warnings.extend(f"{d}: symlink whose target {os.readlink(d)} is not there: not read"
                                 for d in dangling)
-            if not files:
+            if not files and not (skip_unreadable and unread):
                 raise InputError(f"directory {raw} contains no files", hint="check the path")
             for f in files:
                 rel = f.relative_to(p)
