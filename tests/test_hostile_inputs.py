@@ -425,6 +425,43 @@ def test_a_grown_engine_log_loads_only_its_new_lines(tmp_path: Path, cut: int) -
     assert case.sql("SELECT sum(lines_read) FROM evidence_files").fetchall() == [(len(lines),)]
 
 
+def test_an_engine_log_that_grows_while_read_loads_its_snapshot_and_the_rest_next_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+
+    from forensics.sources import engine
+
+    lines = (ENGINE_FIX / "v0_5_23" / "decode-9.log").read_bytes().splitlines(keepends=True)
+    first, rest = b"".join(lines[:8]), b"".join(lines[8:])
+    log = tmp_path / "logs" / "decode-9" / "sglang.log"
+    log.parent.mkdir(parents=True)
+    log.write_bytes(first)
+    real = engine.stage_lines
+    grown: list[bool] = []
+
+    def stage_then_grow(*a: Any, **k: Any) -> Any:
+        out = real(*a, **k)
+        if not grown:  # the engine appends while the loader reads
+            grown.append(True)
+            with open(log, "ab") as fh:
+                fh.write(rest)
+        return out
+
+    monkeypatch.setattr(engine, "stage_lines", stage_then_grow)
+    case = forensics.open_case(tmp_path / "case.duckdb")
+    f = case.ingest_engine([tmp_path / "logs"], tz="UTC").files[0]
+    assert f.lines_read == 8 and any("grew from" in w and "next ingest" in w for w in f.warnings), f.warnings
+    assert case.sql("SELECT sha256, size FROM evidence_files").fetchall() == [
+        (hashlib.sha256(first).hexdigest(), len(first))]
+    monkeypatch.setattr(engine, "stage_lines", real)
+    g = case.ingest_engine([tmp_path / "logs"], tz="UTC").files[0]
+    assert g.lines_read == len(lines) - 8
+    once = forensics.open_case(tmp_path / "once.duckdb")
+    once.ingest_engine([tmp_path / "logs"], tz="UTC")
+    assert _engine_rows(case) == _engine_rows(once)
+    _engine_reconciles(case)
+
+
 def test_symlinked_node_directories_are_followed_once_with_the_resolved_path(tmp_path: Path) -> None:
     real = tmp_path / "mnt" / "decode-9"
     _w(real, "sglang.log", (ENGINE_FIX / "v0_5_23" / "decode-9.log").read_bytes())
