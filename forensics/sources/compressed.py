@@ -36,6 +36,11 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 #: Compressed bytes fed to a decoder at a time.
 _IN_BLOCK = 256 << 10
 
+#: Decoded bytes asked of a decoder at a time (then regrouped into the caller's blocks): a decoder
+#: that fails (a CRC or checksum error at a member's end) loses what that one call decoded, so
+#: small calls keep all but at most this much of the good text before the damage.
+_OUT_PIECE = 64 << 10
+
 
 @dataclass
 class StreamReport:
@@ -80,7 +85,8 @@ class StreamReport:
                     f"{'gzip' if comp == 'gzip' else 'zstd'} data (padding or a partial copy): counted, "
                     f"not read; every complete {'member' if comp == 'gzip' else 'frame'} was loaded")
         if self.error is not None:
-            return (f"{comp} stream is corrupt at byte {self.undecoded_at} ({self.error}): the "
+            where = "at" if comp == "gzip" else "before"  # zstd: found where the decoder had read to
+            return (f"{comp} stream is corrupt {where} byte {self.undecoded_at} ({self.error}): the "
                     f"{self.undecoded_bytes} bytes from there could not be decoded; the readable part was loaded")
         return (f"truncated {comp} stream (the last {'member' if comp == 'gzip' else 'frame'} breaks "
                 f"off): its readable part was loaded")
@@ -100,13 +106,27 @@ def decoded_blocks(raw: IO[bytes], comp: str, report: StreamReport, block: int =
         [b'ab', b'c']
     """
     if comp == "gzip":
-        yield from _gzip_blocks(raw, report, block)
+        yield from _regroup(_gzip_blocks(raw, report, min(block, _OUT_PIECE)), block)
     elif comp == "zstd":
-        yield from _zstd_blocks(raw, report, block, zstd_layout)
+        yield from _regroup(_zstd_blocks(raw, report, min(block, _OUT_PIECE), zstd_layout), block)
     else:
         while data := raw.read(block):
             report.decoded += len(data)
             yield data
+
+
+def _regroup(pieces: Iterator[bytes], block: int) -> Iterator[bytes]:
+    """Join small decoded pieces into blocks of about ``block`` bytes (the last one shorter)."""
+    pending: list[bytes] = []
+    n = 0
+    for piece in pieces:
+        pending.append(piece)
+        n += len(piece)
+        if n >= block:
+            yield pending[0] if len(pending) == 1 else b"".join(pending)
+            pending, n = [], 0
+    if pending:
+        yield b"".join(pending)
 
 
 def _drain(raw: IO[bytes]) -> int:
@@ -281,20 +301,29 @@ class _Bounded:
 def _zstd_blocks(raw: IO[bytes], report: StreamReport, block: int, layout: ZstdLayout | None) -> Iterator[bytes]:
     import zstandard
 
+    start = 0  # a stream given with its layout is read from its start
     if layout is None:
         start = raw.tell()
         layout = zstd_layout(raw)
         raw.seek(start)
-    reader = zstandard.ZstdDecompressor().stream_reader(cast(IO[bytes], _Bounded(raw, layout.end)), read_across_frames=True,
-                                                        closefd=False)
-    try:
-        while data := reader.read(block):
-            report.decoded += len(data)
-            yield data
-    except zstandard.ZstdError as exc:
-        report.complete = False
-        report.error = str(exc)
-        return
+    bounded = _Bounded(raw, layout.end)
+    reader = zstandard.ZstdDecompressor().stream_reader(cast(IO[bytes], bounded), read_size=block,
+                                                        read_across_frames=True, closefd=False)
+    while True:
+        try:
+            data = reader.read(block)
+        except zstandard.ZstdError as exc:
+            # the decoder had read the file up to here (in pieces of ``block``): the damage is before
+            consumed = start + layout.end - bounded.left
+            report.complete = False
+            report.error = str(exc)
+            report.undecoded_at = consumed
+            report.undecoded_bytes = layout.size - consumed
+            return
+        if not data:
+            break
+        report.decoded += len(data)
+        yield data
     report.members = layout.frames
     if layout.truncated:
         report.complete, report.truncated = False, True
