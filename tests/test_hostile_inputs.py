@@ -216,25 +216,13 @@ def test_symlinked_directories_are_followed_once_with_the_resolved_path(tmp_path
     assert case.sql("SELECT path FROM evidence_files").fetchall() == [(str((real / "a" / "h1.ndjson").resolve()),)]
 
 
-UNREADABLE_CASES = [
-    ("a file", "file"),
-    ("a directory", "dir"),
-]
-
-
-@pytest.mark.parametrize(("label", "what"), UNREADABLE_CASES, ids=[c[0] for c in UNREADABLE_CASES])
-def test_unreadable_paths_are_one_line_errors_or_listed_as_not_read(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, label: str, what: str) -> None:
+def pretend_unreadable(monkeypatch: pytest.MonkeyPatch, bad: Path) -> None:
+    """Make ``bad`` (a file or a directory) unreadable to the loaders: the tests may run as root."""
     import os
 
-    d = tmp_path / "logs"
-    _w(d, "ok.ndjson", body(2))
-    bad = _w(d, "sub/locked.ndjson", body(2, 2)) if what == "file" else (d / "sub")
-    if what == "dir":
-        _w(d, "sub/inner.ndjson", body(2, 2))
     real_access, real_walk = os.access, os.walk
 
-    def access(p: Any, mode: int, **kw: Any) -> bool:  # the tests may run as root: pretend
+    def access(p: Any, mode: int, **kw: Any) -> bool:
         return False if Path(p) == bad else real_access(p, mode, **kw)
 
     def walk(top: Any, **kw: Any) -> Any:
@@ -246,6 +234,23 @@ def test_unreadable_paths_are_one_line_errors_or_listed_as_not_read(
 
     monkeypatch.setattr(os, "access", access)
     monkeypatch.setattr(os, "walk", walk)
+
+
+UNREADABLE_CASES = [
+    ("a file", "file"),
+    ("a directory", "dir"),
+]
+
+
+@pytest.mark.parametrize(("label", "what"), UNREADABLE_CASES, ids=[c[0] for c in UNREADABLE_CASES])
+def test_unreadable_paths_are_one_line_errors_or_listed_as_not_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, label: str, what: str) -> None:
+    d = tmp_path / "logs"
+    _w(d, "ok.ndjson", body(2))
+    bad = _w(d, "sub/locked.ndjson", body(2, 2)) if what == "file" else (d / "sub")
+    if what == "dir":
+        _w(d, "sub/inner.ndjson", body(2, 2))
+    pretend_unreadable(monkeypatch, bad)
     case = forensics.open_case(":memory:")
     with pytest.raises(ForensicsError, match=f"cannot read {bad}: permission denied"):
         case.ingest_gateway(d, format="cloudflare-http")
@@ -479,28 +484,13 @@ def test_symlinked_node_directories_are_followed_once_with_the_resolved_path(tmp
 @pytest.mark.parametrize(("label", "what"), UNREADABLE_CASES, ids=[c[0] for c in UNREADABLE_CASES])
 def test_unreadable_engine_paths_are_one_line_errors_or_listed_as_not_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, label: str, what: str) -> None:
-    import os
-
     text = (ENGINE_FIX / "v0_5_23" / "decode-9.log").read_bytes()
     logs = tmp_path / "logs"
     _w(logs, "decode-9/sglang.log", text)
     bad = _w(logs, "decode-8/sglang.log", text[: len(text) // 2]) if what == "file" else (logs / "decode-8")
     if what == "dir":
         _w(logs, "decode-8/sglang.log", text[: len(text) // 2])
-    real_access, real_walk = os.access, os.walk
-
-    def access(p: Any, mode: int, **kw: Any) -> bool:  # the tests may run as root: pretend
-        return False if Path(p) == bad else real_access(p, mode, **kw)
-
-    def walk(top: Any, **kw: Any) -> Any:
-        for entry in real_walk(top, **kw):
-            if Path(entry[0]) == bad:
-                kw["onerror"](PermissionError(13, "Permission denied", str(bad)))
-                continue
-            yield entry
-
-    monkeypatch.setattr(os, "access", access)
-    monkeypatch.setattr(os, "walk", walk)
+    pretend_unreadable(monkeypatch, bad)
     case = forensics.open_case(":memory:")
     with pytest.raises(ForensicsError, match=f"cannot read {bad}: permission denied"):
         case.ingest_engine([logs], tz="UTC")
