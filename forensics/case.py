@@ -399,9 +399,10 @@ class Case:
         """Keep in the case the paths an ingest could not read (``--skip-unreadable``), so every later
         reader (the report) knows the answer rests on partial evidence; a path read later is removed."""
         unread = [(str(Path(f.path).resolve()), f.node, f.not_read) for f in summary.files if f.not_read]
+        known = self.con.execute("SELECT count(*) FROM unread_paths WHERE kind = $k", {"k": kind}).fetchall()[0][0]
+        if not unread and not known:
+            return  # the usual case: nothing to record, nothing to clear (no path resolved)
         read = [str(Path(f.path).resolve()) for f in summary.files if not f.not_read]
-        if not unread and not read:
-            return
         self.con.execute("BEGIN TRANSACTION")
         try:
             if read:
