@@ -172,8 +172,9 @@ CREATE TABLE IF NOT EXISTS engine_batches (
     throughput    DOUBLE,      -- input or gen throughput (token/s)
     file_id       INTEGER NOT NULL,
     line_no       BIGINT NOT NULL,
-    fields_raw    VARCHAR      -- the batch message as printed ('Decode batch, #running-req: 3, ...'); its
+    fields_raw    VARCHAR,     -- the batch message as printed ('Decode batch, #running-req: 3, ...'); its
                                -- key: value pairs as a MAP are the `fields` column of engine_batch_fields
+    byte_offset   BIGINT       -- byte offset of the line in the decompressed file (re-read it on demand)
 );
 
 -- engine_batches with `fields`: every key: value pair of the batch line as printed (MAP, text
@@ -228,7 +229,8 @@ CREATE TABLE IF NOT EXISTS engine_requests (
     stats_type          VARCHAR,   -- time stats type: 'prefill' | 'decode' | ...
     is_health_check     BOOLEAN,   -- HEALTH_CHECK_ rid, room 0 or host 2.2.2.2
     file_id             INTEGER NOT NULL,
-    line_no             BIGINT NOT NULL
+    line_no             BIGINT NOT NULL,
+    byte_offset   BIGINT       -- byte offset of the line in the decompressed file (re-read it on demand)
 );
 
 -- Rejections and length warnings.
@@ -243,7 +245,8 @@ CREATE TABLE IF NOT EXISTS engine_rejections (
     limit_tokens  BIGINT,
     message       VARCHAR,   -- the line's message (engine text, capped at 1 KiB)
     file_id       INTEGER NOT NULL,
-    line_no       BIGINT NOT NULL
+    line_no       BIGINT NOT NULL,
+    byte_offset   BIGINT       -- byte offset of the line in the decompressed file (re-read it on demand)
 );
 
 -- Transfer and integrity events (KV transfer failures, timeouts, checksum/corruption, router PD errors).
@@ -259,7 +262,8 @@ CREATE TABLE IF NOT EXISTS engine_events (
     status          INTEGER,   -- HTTP status when the event carries one (router PD errors)
     message         VARCHAR,   -- capped at 1 KiB
     file_id         INTEGER NOT NULL,
-    line_no         BIGINT NOT NULL
+    line_no         BIGINT NOT NULL,
+    byte_offset   BIGINT       -- byte offset of the line in the decompressed file (re-read it on demand)
 );
 
 -- Uvicorn access lines inside the engine (no request id is logged there).
@@ -273,7 +277,8 @@ CREATE TABLE IF NOT EXISTS engine_http (
     http_version  VARCHAR,
     status        INTEGER,
     file_id       INTEGER NOT NULL,
-    line_no       BIGINT NOT NULL
+    line_no       BIGINT NOT NULL,
+    byte_offset   BIGINT       -- byte offset of the line in the decompressed file (re-read it on demand)
 );
 
 -- smg / sglang_router_rs request lines.
@@ -289,7 +294,37 @@ CREATE TABLE IF NOT EXISTS router_requests (
     target       VARCHAR,     -- e.g. smg::response
     message      VARCHAR,
     file_id      INTEGER NOT NULL,
-    line_no      BIGINT NOT NULL
+    line_no      BIGINT NOT NULL,
+    byte_offset  BIGINT,      -- byte offset of the line in the decompressed file (re-read it on demand)
+    ts_inferred  BOOLEAN      -- the line's own time was cut off: ts is the line before's
+);
+
+-- One row per startup line of an engine (the input of engine_starts).
+CREATE TABLE IF NOT EXISTS engine_startup_facts (
+    node         VARCHAR NOT NULL,
+    ts           TIMESTAMP,
+    ts_inferred  BOOLEAN,
+    ranks        VARCHAR,
+    fact         VARCHAR,   -- server_args | kv_cache | max_total | ready | bootstrap | pool_warning | other
+    file_id      INTEGER NOT NULL,
+    line_no      BIGINT NOT NULL,
+    args         VARCHAR,   -- server_args: JSON object of the parsed arguments (secrets redacted)
+    text         VARCHAR,   -- other facts: the message (redacted, capped at 1 KiB)
+    byte_offset  BIGINT     -- byte offset of the line in the decompressed file
+);
+
+-- Per engine file, its lines by kind (the line-kind catalogue's names): what was read and
+-- recognised, for coverage. family: 'engine' (SGLang's own lines), 'router', 'foreign' (another
+-- library sharing the log), 'noise' (blank lines, progress bars), 'unknown' (unrecognised).
+CREATE TABLE IF NOT EXISTS engine_line_kinds (
+    file_id     INTEGER NOT NULL,
+    node        VARCHAR NOT NULL,
+    kind        VARCHAR NOT NULL,
+    family      VARCHAR NOT NULL,
+    lines       BIGINT NOT NULL,
+    first_line  BIGINT,      -- the first line of this kind
+    first_ts    TIMESTAMP,   -- time span of the lines of this kind that have a time (UTC)
+    last_ts     TIMESTAMP
 );
 
 -- Every other engine/router line, by kind, so nothing read is lost (text capped at 1 KiB).
@@ -301,7 +336,8 @@ CREATE TABLE IF NOT EXISTS engine_other_lines (
     attached_to_line  BIGINT,    -- for traceback continuation lines: the line they belong to
     text              VARCHAR,
     file_id           INTEGER NOT NULL,
-    line_no           BIGINT NOT NULL
+    line_no           BIGINT NOT NULL,
+    byte_offset   BIGINT       -- byte offset of the line in the decompressed file (re-read it on demand)
 );
 
 -- The analysis view of gateway records: delivery-retry duplicates excluded (still in the table).

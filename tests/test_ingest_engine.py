@@ -486,18 +486,18 @@ def test_prompt_with_both_quote_kinds_and_fake_fields_is_never_read(tmp_path: Pa
 
 def test_memory_limit_is_restored_after_engine_ingest(monkeypatch: pytest.MonkeyPatch) -> None:
     """The loader lowers DuckDB's limit by its own staging while it runs, and only then."""
-    from forensics.sources import engine
+    from forensics.sources.engine import loader as engine
 
     case = open_case(":memory:", memory_limit="2GB")
     before = memory_limit_bytes(case.con)
     seen: list[int | None] = []
-    real = engine._ingest_one
+    real = engine._register
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         seen.append(memory_limit_bytes(case.con))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(engine, "_ingest_one", spy)
+    monkeypatch.setattr(engine, "_register", spy)
     case.ingest_engine([FIX / "v0_4"], tz="UTC")
     assert seen and all(s is not None and before is not None and s < before for s in seen)
     assert memory_limit_bytes(case.con) == before
@@ -505,7 +505,7 @@ def test_memory_limit_is_restored_after_engine_ingest(monkeypatch: pytest.Monkey
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("mid-ingest failure")
 
-    monkeypatch.setattr(engine, "_ingest_one", boom)
+    monkeypatch.setattr(engine, "_register", boom)
     with pytest.raises(RuntimeError):
         case.ingest_engine([FIX / "v0_5_2"], tz="UTC")
     assert memory_limit_bytes(case.con) == before

@@ -3,7 +3,7 @@
 * :mod:`forensics.sources.files`   - path expansion, hashing, compression, evidence registration
 * :mod:`forensics.sources.gateway` - gateway presets and TOML mappings -> ``gateway_requests``
   (a package: sniffing, presets, SQL building, fast path, numbering, duplicates, salvage)
-* :mod:`forensics.sources.engine`  - SGLang engine and router logs -> ``engine_*`` tables
+* :mod:`forensics.sources.engine`  - SGLang engine and router logs (a package, one module per stage) -> ``engine_*`` tables
 """
 
 from forensics.case import register_loader

@@ -1,0 +1,457 @@
+"""Extractor of ``Receive:`` / ``Finish:`` request records (the bulk of an engine log's bytes).
+
+The record is a Python ``repr`` of a dataclass and a dict (``obj=GenerateReqInput(...)``,
+``out={...}``) that quotes the prompt and the output. Fields are read **by key, never by
+position**, with one tokeniser: at each position it tries, in this order, a kept dataclass field
+``name=value`` (``rid``, ``bootstrap_host``, ``bootstrap_port``, ``bootstrap_room``, ``stream``,
+``headers``; at a word boundary), a kept dict key ``'name': value`` (``id``, ``prompt_tokens``,
+``completion_tokens``, ``cached_tokens``, ``e2e_latency``, ``type``, ``length``, ``status_code``,
+``message``), or a string literal, which it consumes whole: text inside a literal (a prompt that
+says ``rid='x'``) can never be read as a field, and is never copied anywhere. Dataclass fields
+take their first occurrence, dict keys their last (the ``out`` dict comes last, its
+``meta_info`` innermost). A value is a literal, a ``{...}`` dict of literals (``headers``), a bare
+token up to the next ``,()[]{}`` or quote, or empty: the grammar of the previous SQL loader's
+tokeniser regex, run here as compiled code.
+
+The ``headers`` dict becomes a JSON object with lower-cased names (``header_request_id`` is the
+first of ``x-request-id``, ``x-correlation-id``, ``x-trace-id``, ``request-id``), built directly
+into a buffer.
+
+Example:
+    >>> import numpy as np
+    >>> line = b"Finish: obj=X(text='rid=\\\\'no\\\\'', rid='r1'), out={'meta_info': {'id': 'r1', 'prompt_tokens': 5}}"
+    >>> buf = np.frombuffer(line, dtype=np.uint8)
+    >>> sp = scan_records(buf, np.array([8]), np.array([len(line)]))
+    >>> buf[sp[0, F_RID, 0]:sp[0, F_RID, 1]].tobytes(), buf[sp[0, F_PT, 0]:sp[0, F_PT, 1]].tobytes()
+    (b"'r1'", b'5')
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+# Field slots of the span array: dataclass fields (first occurrence), then dict keys (last).
+F_RID, F_HOST, F_PORT, F_ROOM, F_STREAM, F_HEADERS = range(6)
+F_ID, F_PT, F_CT, F_CACHED, F_LAT, F_TYPE, F_LEN, F_STATUS, F_MSG = range(6, 15)
+N_FIELDS = 15
+
+_A_NAMES = (b"rid", b"bootstrap_host", b"bootstrap_port", b"bootstrap_room", b"stream", b"headers")
+_B_NAMES = (b"id", b"prompt_tokens", b"completion_tokens", b"cached_tokens", b"e2e_latency", b"type",
+            b"length", b"status_code", b"message")
+
+
+def _table(names: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
+    data = b"".join(names)
+    offs = np.zeros(len(names) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in names], out=offs[1:])
+    return np.frombuffer(data, dtype=np.uint8).copy(), offs
+
+
+_A_DATA, _A_OFFS = _table(_A_NAMES)
+_B_DATA, _B_OFFS = _table(_B_NAMES)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _is_word(c: int) -> bool:
+    return (48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122) or c == 95
+
+
+@numba.njit(cache=True, nogil=True)
+def lit_end(buf: np.ndarray, i: int, e: int) -> int:
+    """End (exclusive) of the Python string literal opening at ``i``, or -1 if it never closes."""
+    q = buf[i]
+    j = i + 1
+    while j < e:
+        c = buf[j]
+        if c == q:
+            return j + 1
+        if c == 92:
+            j += 2
+            continue
+        j += 1
+    return -1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _bare_stop(c: int) -> bool:
+    # , ( ) [ ] { } ' "
+    return c == 44 or c == 40 or c == 41 or c == 91 or c == 93 or c == 123 or c == 125 or c == 39 or c == 34
+
+
+@numba.njit(cache=True, nogil=True)
+def _value_end(buf: np.ndarray, j: int, e: int, allow_dict: bool) -> int:
+    """End of a field value starting at ``j`` (literal | dict of literals | bare token | empty)."""
+    if j >= e:
+        return j
+    c = buf[j]
+    if c == 39 or c == 34:
+        k = lit_end(buf, j, e)
+        if k > 0:
+            return k
+    if allow_dict and c == 123:
+        k = j + 1
+        while k < e:
+            d = buf[k]
+            if d == 125:
+                return k + 1
+            if d == 123:
+                break
+            if d == 39 or d == 34:
+                m = lit_end(buf, k, e)
+                if m < 0:
+                    break
+                k = m
+                continue
+            k += 1
+    if _bare_stop(c) or c == 32:
+        return j
+    k = j + 1
+    while k < e and not _bare_stop(buf[k]):
+        k += 1
+    return k
+
+
+@numba.njit(cache=True, nogil=True)
+def _match_name(buf: np.ndarray, i: int, e: int, data: np.ndarray, offs: np.ndarray) -> int:
+    """Index of the name in the table that buf starts with at ``i`` (and is followed by what the
+    caller checks), -1 if none; the longest such name when one is a prefix of another."""
+    best = -1
+    best_len = 0
+    for n in range(offs.shape[0] - 1):
+        a = offs[n]
+        ln = offs[n + 1] - a
+        if i + ln > e or ln <= best_len:
+            continue
+        ok = True
+        for k in range(ln):
+            if buf[i + k] != data[a + k]:
+                ok = False
+                break
+        if ok:
+            best = n
+            best_len = ln
+    return best
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan_one(buf: np.ndarray, s: int, e: int, out: np.ndarray, li: int,
+              a_data: np.ndarray, a_offs: np.ndarray, b_data: np.ndarray, b_offs: np.ndarray) -> None:
+    for f in range(N_FIELDS):
+        out[li, f, 0] = -1
+        out[li, f, 1] = -1
+    p = s
+    while p < e:
+        c = buf[p]
+        if c == 39:
+            # 'name': value (a kept dict key; the last occurrence wins)
+            n = _match_name(buf, p + 1, e, b_data, b_offs)
+            if n >= 0:
+                k = p + 1 + b_offs[n + 1] - b_offs[n]
+                if k + 3 <= e and buf[k] == 39 and buf[k + 1] == 58 and buf[k + 2] == 32:
+                    v0 = k + 3
+                    v1 = _value_end(buf, v0, e, False)
+                    out[li, 6 + n, 0] = v0
+                    out[li, 6 + n, 1] = v1
+                    p = v1 if v1 > v0 else v0
+                    continue
+        if c == 39 or c == 34:
+            # any other string literal is consumed whole
+            k = lit_end(buf, p, e)
+            p = k if k > 0 else p + 1
+            continue
+        if _is_word(c):
+            # an identifier (at a word boundary: the loop never stops inside one); name=value if it
+            # is a kept dataclass field
+            r = p + 1
+            while r < e and _is_word(buf[r]):
+                r += 1
+            if r < e and buf[r] == 61 and (c == 114 or c == 98 or c == 115 or c == 104):
+                n = _exact_name(buf, p, r, a_data, a_offs)
+                if n >= 0:
+                    v0 = r + 1
+                    v1 = _value_end(buf, v0, e, True)
+                    if out[li, n, 0] < 0:
+                        out[li, n, 0] = v0
+                        out[li, n, 1] = v1
+                    p = v1 if v1 > v0 else v0
+                    continue
+            p = r
+            continue
+        p += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _exact_name(buf: np.ndarray, s: int, e: int, data: np.ndarray, offs: np.ndarray) -> int:
+    """Index of the name in the table equal to buf[s:e], -1 if none."""
+    n = e - s
+    for k in range(offs.shape[0] - 1):
+        a = offs[k]
+        if offs[k + 1] - a != n:
+            continue
+        same = True
+        for j in range(n):
+            if buf[s + j] != data[a + j]:
+                same = False
+                break
+        if same:
+            return k
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan_all(buf: np.ndarray, s: np.ndarray, e: np.ndarray, out: np.ndarray, a_data: np.ndarray,
+              a_offs: np.ndarray, b_data: np.ndarray, b_offs: np.ndarray) -> None:
+    for li in range(s.shape[0]):
+        _scan_one(buf, s[li], e[li], out, li, a_data, a_offs, b_data, b_offs)
+
+
+def scan_records(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Raw value spans ``[line, field, start|end]`` of the kept fields of each record buf[s:e]."""
+    out = np.empty((s.shape[0], N_FIELDS, 2), dtype=np.int64)
+    if s.shape[0]:
+        _scan_all(buf, s.astype(np.int64, copy=False), e.astype(np.int64, copy=False), out,
+                  _A_DATA, _A_OFFS, _B_DATA, _B_OFFS)
+    return out
+
+
+# -- from raw spans to the columns of engine_requests ----------------------------------------------
+
+_HEADER_IDS = (b"x-request-id", b"x-correlation-id", b"x-trace-id", b"request-id")
+_H_DATA, _H_OFFS = _table(_HEADER_IDS)
+
+
+@numba.njit(cache=True, nogil=True)
+def unquote(buf: np.ndarray, s: int, e: int) -> tuple[int, int]:
+    """The value of a raw token: NULL (-1) for absent, empty or ``None``; a quoted literal without its
+    quotes (escapes kept as written); anything else trimmed of spaces."""
+    if s < 0 or e == s:
+        return -1, -1
+    if e - s == 4 and buf[s] == 78 and buf[s + 1] == 111 and buf[s + 2] == 110 and buf[s + 3] == 101:
+        return -1, -1
+    q = buf[s]
+    if e - s >= 2 and (q == 39 or q == 34) and buf[e - 1] == q:
+        return s + 1, e - 1
+    while s < e and buf[s] == 32:
+        s += 1
+    while e > s and buf[e - 1] == 32:
+        e -= 1
+    return s, e
+
+
+@numba.njit(cache=True, nogil=True)
+def cap_end(buf: np.ndarray, s: int, e: int, limit: int) -> int:
+    """End of buf[s:e] capped to ``limit`` characters when it is longer than ``limit`` bytes."""
+    if e - s <= limit:
+        return e
+    chars = 0
+    i = s
+    while i < e:
+        if (buf[i] & 0xC0) != 0x80:
+            if chars == limit:
+                return i
+            chars += 1
+        i += 1
+    return e
+
+
+@numba.njit(cache=True, nogil=True)
+def _json_escape(buf: np.ndarray, s: int, e: int, out: np.ndarray, o: int, lower: bool) -> int:
+    hexd = b"0123456789abcdef"
+    for i in range(s, e):
+        c = buf[i]
+        if lower and 65 <= c <= 90:
+            c += 32
+        if c == 34 or c == 92:
+            out[o] = 92
+            out[o + 1] = c
+            o += 2
+        elif c < 32:
+            out[o] = 92
+            if c == 8:
+                out[o + 1] = 98
+                o += 2
+            elif c == 9:
+                out[o + 1] = 116
+                o += 2
+            elif c == 10:
+                out[o + 1] = 110
+                o += 2
+            elif c == 12:
+                out[o + 1] = 102
+                o += 2
+            elif c == 13:
+                out[o + 1] = 114
+                o += 2
+            else:
+                out[o + 1] = 117
+                out[o + 2] = 48
+                out[o + 3] = 48
+                out[o + 4] = hexd[c >> 4]
+                out[o + 5] = hexd[c & 15]
+                o += 6
+        else:
+            out[o] = c
+            o += 1
+    return o
+
+
+@numba.njit(cache=True, nogil=True)
+def _same_lower(buf: np.ndarray, s: int, e: int, data: np.ndarray, a: int, b: int) -> bool:
+    if e - s != b - a:
+        return False
+    for k in range(e - s):
+        c = buf[s + k]
+        if 65 <= c <= 90:
+            c += 32
+        if c != data[a + k]:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _headers(buf: np.ndarray, hs: int, he: int, pairs: np.ndarray, out: np.ndarray, o: int,
+             h_data: np.ndarray, h_offs: np.ndarray) -> tuple[int, int, int, int]:
+    """Write the headers dict buf[hs:he] as a JSON object at out[o:]; return (json_start, json_end,
+    id_start, id_end), -1 where absent (no pairs, or a name repeated after lower-casing)."""
+    n = 0
+    p = hs
+    while p < he and n < pairs.shape[0]:
+        c = buf[p]
+        if c == 123 or c == 44:
+            q = p + 1
+            if q < he and buf[q] == 32:
+                q += 1
+            if q < he and (buf[q] == 39 or buf[q] == 34):
+                quote = buf[q]
+                k = q + 1
+                while k < he and buf[k] != quote:
+                    k += 1
+                if k < he and k > q + 1 and k + 3 <= he and buf[k + 1] == 58 and buf[k + 2] == 32 \
+                        and (buf[k + 3] == 39 or buf[k + 3] == 34):
+                    v1 = lit_end(buf, k + 3, he)
+                    if v1 > 0:
+                        pairs[n, 0] = q + 1
+                        pairs[n, 1] = k
+                        pairs[n, 2] = k + 4
+                        pairs[n, 3] = v1 - 1
+                        n += 1
+                        p = v1
+                        continue
+        p += 1
+    if n == 0:
+        return -1, -1, -1, -1
+    for a in range(n):
+        for b in range(a):
+            la = pairs[a, 1] - pairs[a, 0]
+            if la == pairs[b, 1] - pairs[b, 0]:
+                same = True
+                for k in range(la):
+                    x = buf[pairs[a, 0] + k]
+                    y = buf[pairs[b, 0] + k]
+                    if 65 <= x <= 90:
+                        x += 32
+                    if 65 <= y <= 90:
+                        y += 32
+                    if x != y:
+                        same = False
+                        break
+                if same:
+                    return -1, -1, -1, -1
+    j0 = o
+    out[o] = 123
+    o += 1
+    for a in range(n):
+        if a:
+            out[o] = 44
+            o += 1
+        out[o] = 34
+        o = _json_escape(buf, pairs[a, 0], pairs[a, 1], out, o + 1, True)
+        out[o] = 34
+        out[o + 1] = 58
+        out[o + 2] = 34
+        o = _json_escape(buf, pairs[a, 2], pairs[a, 3], out, o + 3, False)
+        out[o] = 34
+        o += 1
+    out[o] = 125
+    o += 1
+    ids = -1
+    ide = -1
+    for h in range(h_offs.shape[0] - 1):
+        for a in range(n):
+            if _same_lower(buf, pairs[a, 0], pairs[a, 1], h_data, h_offs[h], h_offs[h + 1]):
+                ids = pairs[a, 2]
+                ide = pairs[a, 3]
+                break
+        if ids >= 0:
+            break
+    return j0, o, ids, ide
+
+
+@numba.njit(cache=True, nogil=True)
+def _finish(buf: np.ndarray, sp: np.ndarray, finished: np.ndarray, cols: np.ndarray, jbuf: np.ndarray,
+            h_data: np.ndarray, h_offs: np.ndarray) -> int:
+    pairs = np.empty((256, 4), dtype=np.int64)
+    o = 0
+    for li in range(sp.shape[0]):
+        rs, re_ = unquote(buf, sp[li, F_RID, 0], sp[li, F_RID, 1])
+        if rs < 0:
+            rs, re_ = unquote(buf, sp[li, F_ID, 0], sp[li, F_ID, 1])
+        cols[li, 0], cols[li, 1] = rs, re_
+        cols[li, 2], cols[li, 3] = unquote(buf, sp[li, F_HOST, 0], sp[li, F_HOST, 1])
+        cols[li, 4], cols[li, 5] = unquote(buf, sp[li, F_PORT, 0], sp[li, F_PORT, 1])
+        cols[li, 6], cols[li, 7] = unquote(buf, sp[li, F_ROOM, 0], sp[li, F_ROOM, 1])
+        ss, se = unquote(buf, sp[li, F_STREAM, 0], sp[li, F_STREAM, 1])
+        st = -1
+        if ss >= 0 and se - ss == 4 and (buf[ss] | 32) == 116 and (buf[ss + 1] | 32) == 114 \
+                and (buf[ss + 2] | 32) == 117 and (buf[ss + 3] | 32) == 101:
+            st = 1
+        elif ss >= 0 and se - ss == 5 and (buf[ss] | 32) == 102 and (buf[ss + 1] | 32) == 97 \
+                and (buf[ss + 2] | 32) == 108 and (buf[ss + 3] | 32) == 115 and (buf[ss + 4] | 32) == 101:
+            st = 0
+        cols[li, 8] = st
+        hs = sp[li, F_HEADERS, 0]
+        if hs >= 0:
+            j0, j1, i0, i1 = _headers(buf, hs, sp[li, F_HEADERS, 1], pairs, jbuf, o, h_data, h_offs)
+        else:
+            j0, j1, i0, i1 = -1, -1, -1, -1
+        if j0 >= 0:
+            o = j1
+        cols[li, 9], cols[li, 10] = j0, j1
+        cols[li, 11], cols[li, 12] = i0, i1
+        cols[li, 13], cols[li, 14] = unquote(buf, sp[li, F_PT, 0], sp[li, F_PT, 1])
+        cols[li, 15], cols[li, 16] = unquote(buf, sp[li, F_CT, 0], sp[li, F_CT, 1])
+        cols[li, 17], cols[li, 18] = unquote(buf, sp[li, F_CACHED, 0], sp[li, F_CACHED, 1])
+        ts, te = -1, -1
+        if finished[li]:
+            ts, te = unquote(buf, sp[li, F_TYPE, 0], sp[li, F_TYPE, 1])
+        cols[li, 19], cols[li, 20] = ts, te
+        is_len = te - ts == 6 and buf[ts] == 108 and buf[ts + 1] == 101 and buf[ts + 2] == 110 \
+            and buf[ts + 3] == 103 and buf[ts + 4] == 116 and buf[ts + 5] == 104
+        is_abort = te - ts == 5 and buf[ts] == 97 and buf[ts + 1] == 98 and buf[ts + 2] == 111 \
+            and buf[ts + 3] == 114 and buf[ts + 4] == 116
+        cols[li, 21], cols[li, 22] = unquote(buf, sp[li, F_LEN, 0], sp[li, F_LEN, 1]) if is_len else (-1, -1)
+        cols[li, 23], cols[li, 24] = unquote(buf, sp[li, F_STATUS, 0], sp[li, F_STATUS, 1]) if is_abort \
+            else (-1, -1)
+        ms, me = unquote(buf, sp[li, F_MSG, 0], sp[li, F_MSG, 1]) if is_abort else (-1, -1)
+        if ms >= 0:
+            me = cap_end(buf, ms, me, 1024)
+        cols[li, 25], cols[li, 26] = ms, me
+        cols[li, 27], cols[li, 28] = unquote(buf, sp[li, F_LAT, 0], sp[li, F_LAT, 1])
+    return o
+
+
+#: Column spans produced by :func:`finish_records` (pairs of start, end in ``cols``).
+COLS = ("rid", "host", "port", "room", "stream", "headers", "header_id", "pt", "ct", "cached", "ftype",
+        "flen", "fstatus", "fmsg", "e2e")
+
+
+def finish_records(buf: np.ndarray, spans: np.ndarray, finished: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Typed-column spans of request records: ``cols[:, 2*i:2*i+2]`` for each of :data:`COLS`
+    (``stream`` is one value: 1, 0 or -1), and the buffer holding the headers' JSON objects."""
+    n = spans.shape[0]
+    cols = np.empty((n, 29), dtype=np.int64)
+    hlen = np.where(spans[:, F_HEADERS, 0] >= 0, spans[:, F_HEADERS, 1] - spans[:, F_HEADERS, 0], 0)
+    jbuf = np.empty(int(hlen.sum()) * 6 + 2 * n + 16, dtype=np.uint8)
+    used = _finish(buf, spans, finished.astype(np.bool_), cols, jbuf, _H_DATA, _H_OFFS) if n else 0
+    return cols, jbuf[:used]
