@@ -115,6 +115,7 @@ CREATE TABLE IF NOT EXISTS gateway_requests (
 -- this start until the node's next start.
 CREATE TABLE IF NOT EXISTS engine_starts (
     node                  VARCHAR NOT NULL,
+    pod                   VARCHAR NOT NULL,  -- the process (Kubernetes pod, host/unit); = node when the logs name none
     start_seq             INTEGER NOT NULL,  -- 1, 2, ... per node in time order
     ts_start              TIMESTAMP,         -- first line of the startup sequence, UTC
     ts_ready              TIMESTAMP,         -- 'The server is fired up and ready to roll!', UTC
@@ -157,6 +158,7 @@ CREATE TABLE IF NOT EXISTS engine_startup_facts (
 -- Scheduler batch lines ('Prefill batch.' / 'Decode batch,' ...): load over time.
 CREATE TABLE IF NOT EXISTS engine_batches (
     node          VARCHAR NOT NULL,
+    pod           VARCHAR NOT NULL,  -- the process (Kubernetes pod, host/unit); = node when the logs name none
     ts            TIMESTAMP,
     ts_inferred   BOOLEAN,
     ranks         VARCHAR,     -- rank tags sorted canonically, e.g. 'DP0 TP0' (NULL if none)
@@ -206,6 +208,7 @@ FROM (
 -- Prompt and output text are NEVER stored.
 CREATE TABLE IF NOT EXISTS engine_requests (
     node                VARCHAR NOT NULL,
+    pod                 VARCHAR NOT NULL,  -- the process (Kubernetes pod, host/unit); = node when the logs name none
     ts                  TIMESTAMP,
     ts_inferred         BOOLEAN,
     kind                VARCHAR,   -- 'received' | 'finished' | 'metrics' | 'time_stats'
@@ -236,6 +239,7 @@ CREATE TABLE IF NOT EXISTS engine_requests (
 -- Rejections and length warnings.
 CREATE TABLE IF NOT EXISTS engine_rejections (
     node          VARCHAR NOT NULL,
+    pod           VARCHAR NOT NULL,  -- the process (Kubernetes pod, host/unit); = node when the logs name none
     ts            TIMESTAMP,
     ts_inferred   BOOLEAN,
     ranks         VARCHAR,
@@ -252,6 +256,7 @@ CREATE TABLE IF NOT EXISTS engine_rejections (
 -- Transfer and integrity events (KV transfer failures, timeouts, checksum/corruption, router PD errors).
 CREATE TABLE IF NOT EXISTS engine_events (
     node            VARCHAR NOT NULL,
+    pod             VARCHAR NOT NULL,  -- the process (Kubernetes pod, host/unit); = node when the logs name none
     ts              TIMESTAMP,
     ts_inferred     BOOLEAN,
     ranks           VARCHAR,
@@ -269,6 +274,7 @@ CREATE TABLE IF NOT EXISTS engine_events (
 -- Uvicorn access lines inside the engine (no request id is logged there).
 CREATE TABLE IF NOT EXISTS engine_http (
     node          VARCHAR NOT NULL,
+    pod           VARCHAR NOT NULL,  -- the process (Kubernetes pod, host/unit); = node when the logs name none
     ts            TIMESTAMP,
     ts_inferred   BOOLEAN,
     client        VARCHAR,   -- ip:port
@@ -284,6 +290,7 @@ CREATE TABLE IF NOT EXISTS engine_http (
 -- smg / sglang_router_rs request lines.
 CREATE TABLE IF NOT EXISTS router_requests (
     node         VARCHAR NOT NULL,
+    pod          VARCHAR NOT NULL,  -- the process (Kubernetes pod, host/unit); = node when the logs name none
     ts           TIMESTAMP,   -- routers log UTC
     level        VARCHAR,     -- INFO | WARN | ERROR | DEBUG
     request_id   VARCHAR,
@@ -302,6 +309,7 @@ CREATE TABLE IF NOT EXISTS router_requests (
 -- One row per startup line of an engine (the input of engine_starts).
 CREATE TABLE IF NOT EXISTS engine_startup_facts (
     node         VARCHAR NOT NULL,
+    pod          VARCHAR NOT NULL,  -- the process (Kubernetes pod, host/unit); = node when the logs name none
     ts           TIMESTAMP,
     ts_inferred  BOOLEAN,
     ranks        VARCHAR,
@@ -319,9 +327,10 @@ CREATE TABLE IF NOT EXISTS engine_startup_facts (
 CREATE TABLE IF NOT EXISTS engine_line_kinds (
     file_id     INTEGER NOT NULL,
     node        VARCHAR NOT NULL,
+    pod         VARCHAR NOT NULL,
     kind        VARCHAR NOT NULL,
     family      VARCHAR NOT NULL,
-    lines       BIGINT NOT NULL,
+    n_lines     BIGINT NOT NULL,
     first_line  BIGINT,      -- the first line of this kind
     first_ts    TIMESTAMP,   -- time span of the lines of this kind that have a time (UTC)
     last_ts     TIMESTAMP
@@ -330,6 +339,7 @@ CREATE TABLE IF NOT EXISTS engine_line_kinds (
 -- Every other engine/router line, by kind, so nothing read is lost (text capped at 1 KiB).
 CREATE TABLE IF NOT EXISTS engine_other_lines (
     node              VARCHAR NOT NULL,
+    pod               VARCHAR NOT NULL,  -- the process (Kubernetes pod, host/unit); = node when the logs name none
     ts                TIMESTAMP,
     ts_inferred       BOOLEAN,
     kind              VARCHAR,   -- 'startup' | 'traceback' | 'health' | 'noise' | 'unrecognised' | ...

@@ -186,7 +186,7 @@ def test_a_mostly_unrecognised_file_warns_loudly_naming_a_sample_line(tmp_path: 
 
 def test_lines_by_kind_are_stored_per_file() -> None:
     case = load("foreign.log")
-    rows = case.sql("SELECT kind, family, lines, first_line FROM engine_line_kinds ORDER BY kind").fetchall()
+    rows = case.sql("SELECT kind, family, n_lines, first_line FROM engine_line_kinds ORDER BY kind").fetchall()
     assert ("foreign_glog", "foreign", 5, 2) in rows
     assert ("batch", "engine", 1, 11) in rows
     assert sum(r[2] for r in rows) == 14

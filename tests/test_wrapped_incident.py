@@ -113,7 +113,10 @@ DOCUMENTS = {"es-hits", "cloudwatch", "gcp-logging"}
 
 def _engine_rows(case: Case, *, line_numbers: bool = True) -> dict[str, list[str]]:
     out = {}
-    drop = {"file_id", "ts", "ts_inferred"} | (set() if line_numbers else {"line_no", "attached_to_line"})
+    # byte_offset points at the line in the file as stored (the wrapped line), pod is the wrapper's
+    # own information: both differ by design from the plain file's
+    drop = {"file_id", "ts", "ts_inferred", "byte_offset", "pod"} | (
+        set() if line_numbers else {"line_no", "attached_to_line"})
     for t in ENGINE_TABLES:
         cols = [r[0] for r in case.sql(f"DESCRIBE {t}").fetchall()]
         # a line without a time of its own takes the collector's time when there is one: the time

@@ -33,15 +33,17 @@ import duckdb
 import pyarrow as pa
 
 from forensics.errors import InputError, ParameterError
+from forensics.sources.collect import ReadResult, read_lines
+from forensics.sources.collect.layout import EngineSource, NodeRule, resolve_sources
 from forensics.sources.engine.catalogue import catalogue
 from forensics.sources.engine.prefix import NO_TS
-from forensics.sources.engine.read import BLOCK_BYTES, ReadState, read_batches
+from forensics.sources.engine.read import Repairs, repair
 from forensics.sources.engine.redact import redact_raw
 from forensics.sources.engine.scan import Scanned, Scanner
-from forensics.sources.engine.sources import METRICS_RE, EngineSource, resolve_sources
 from forensics.sources.engine.sql import INSERTS, MACROS
 from forensics.sources.engine.starts import rebuild_starts
 from forensics.sources.engine.timeinfer import LocalToUtc
+from forensics.sources.engine.zones import zone_findings
 from forensics.sources.files import (
     finish_file,
     progress_bar,
@@ -49,7 +51,9 @@ from forensics.sources.files import (
     sha256_file,
     store_rejected,
 )
+from forensics.sources.lines import LineBatch
 from forensics.sources.summary import FileSummary, IngestSummary
+from forensics.sources.timezones import check_tz
 
 if TYPE_CHECKING:
     from forensics.case import Case
@@ -70,35 +74,24 @@ TABLES = ("engine_batches", "engine_requests", "engine_rejections", "engine_even
           "router_requests", "engine_other_lines")
 
 
-def check_tz(con: duckdb.DuckDBPyConnection, tz: str) -> str:
-    """The IANA zone name as DuckDB's ICU spells it; unknown names are refused.
+#: ``--export-metrics-to-file`` files (request-metrics JSONL), by name: their hour.
+_METRICS = re.compile(r"sglang-request-metrics-(?P<d>\d{8})_(?P<h>\d{2})")
 
-    Example:
-        >>> check_tz(duckdb.connect(), "asia/singapore")
-        'Asia/Singapore'
-    """
-    if "'" in tz or not tz:
-        raise ParameterError(f"invalid time zone {tz!r}", hint="use an IANA name such as Asia/Singapore")
-    if tz.upper() == "UTC":
-        return "UTC"
-    row = con.execute("SELECT name FROM pg_timezone_names() WHERE lower(name) = lower($tz) LIMIT 1",
-                      {"tz": tz}).fetchone()
-    if not row:
-        raise ParameterError(f"unknown time zone {tz!r}", hint="use an IANA name such as Asia/Singapore")
-    return str(row[0])
+#: Blocks read per file (decompressed bytes).
+BLOCK_BYTES = 16 << 20
 
 
 def _file_hour(src: EngineSource, tz: str) -> dt.datetime | None:
     """The hour a request-metrics file covers (from its name), in UTC; None if not in the name."""
-    m = METRICS_RE.search(src.path.name)
+    m = _METRICS.search(src.path.name)
     if not m:
         return None
     local = dt.datetime.strptime(m.group("d") + m.group("h"), "%Y%m%d%H")
-    if tz == "UTC":
-        return local
-    from zoneinfo import ZoneInfo
+    us = int((local - dt.datetime(1970, 1, 1)).total_seconds()) * 1_000_000
+    import numpy as np
 
-    return local.replace(tzinfo=ZoneInfo(tz)).astimezone(dt.UTC).replace(tzinfo=None)
+    utc = LocalToUtc("UTC" if tz == "auto" else tz)(np.array([us], dtype=np.int64))[0]
+    return None if utc == NO_TS else dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=int(utc))
 
 
 def _merge_span(a: tuple[int, int, int] | None, b: tuple[int, int, int]) -> tuple[int, int, int]:
@@ -141,19 +134,19 @@ def _mostly_unrecognised(src: EngineSource, counts: Counter[str], unrec: list[tu
             f"(unrecognised or another library's){sample}; facts from this file may be missing")
 
 
-def _store_line_kinds(case: Case, file_id: int, node: str, counts: Counter[str],
-                      spans: dict[str, tuple[int, int, int]]) -> None:
+def _store_line_kinds(case: Case, file_id: int, counts: Counter[tuple[str, str, str]],
+                      spans: dict[tuple[str, str, str], tuple[int, int, int]]) -> None:
     cat = catalogue()
     fam = {k.name: k.family for k in cat.kinds}
     rows = []
-    for k, n in sorted(counts.items()):
-        ln, lo, hi = spans.get(k, (None, NO_TS, NO_TS))
-        rows.append((file_id, node, k, fam.get(k, "unknown"), n, ln, lo if lo != NO_TS else None,
+    for (node, pod, k), n in sorted(counts.items()):
+        ln, lo, hi = spans.get((node, pod, k), (None, NO_TS, NO_TS))
+        rows.append((file_id, node, pod, k, fam.get(k, "unknown"), n, ln, lo if lo != NO_TS else None,
                      hi if hi != NO_TS else None))
     if rows:
         case.con.executemany(
-            "INSERT INTO engine_line_kinds VALUES (?, ?, ?, ?, ?, ?, make_timestamp(?::BIGINT), make_timestamp(?::BIGINT))",
-            rows)
+            "INSERT INTO engine_line_kinds VALUES (?, ?, ?, ?, ?, ?, ?, make_timestamp(?::BIGINT), "
+            "make_timestamp(?::BIGINT))", rows)
 
 
 _NAME_DATE = re.compile(r"(?<!\d)(20\d\d)-?(\d\d)-?(\d\d)(?!\d)")
@@ -184,18 +177,18 @@ def _checkpoint_threshold(con: duckdb.DuckDBPyConnection, value: str) -> Iterato
 
 
 class _Writer:
-    """Collects a segment's Arrow tables and inserts them in one transaction."""
+    """Collects a segment's Arrow tables (per node and pod) and inserts them in one transaction."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, node: str, file_id: int) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, file_id: int) -> None:
         self.con = con
-        self.params = {"node": node, "file_id": file_id}
-        self.parts: dict[str, list[pa.Table]] = {}
+        self.file_id = file_id
+        self.parts: dict[tuple[str, str, str], list[pa.Table]] = {}
         self.rows: Counter[str] = Counter()
 
-    def add(self, scanned: Scanned) -> None:
+    def add(self, scanned: Scanned, node: str, pod: str) -> None:
         for table, t in scanned.tables.items():
             if t.num_rows:
-                self.parts.setdefault(table, []).append(t)
+                self.parts.setdefault((node, pod, table), []).append(t)
 
     def commit(self) -> None:
         if not self.parts:
@@ -203,11 +196,11 @@ class _Writer:
         con = self.con
         con.execute("BEGIN TRANSACTION")
         try:
-            for table, parts in self.parts.items():
+            for (node, pod, table), parts in self.parts.items():
                 t = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
                 con.register("_eng_rows", t)
                 try:
-                    con.execute(INSERTS[table], self.params)
+                    con.execute(INSERTS[table], {"node": node, "pod": pod, "file_id": self.file_id})
                 finally:
                     con.unregister("_eng_rows")
                 if table != "engine_startup_facts":
@@ -228,9 +221,15 @@ def ingest_engine(
     quiet: bool = True,
     chunk_bytes: int = BLOCK_BYTES,
     segment_bytes: int = SEGMENT_BYTES,
+    node_map: str | os.PathLike[str] | None = None,
     **options: Any,
 ) -> IngestSummary:
     """Load SGLang engine/router logs (``[NODE=]PATH`` items) and rebuild ``engine_starts``.
+
+    Files may be plain or collected (CRI, Docker, journald, syslog, shipper exports: detected per
+    file, :mod:`forensics.sources.collect`). ``tz`` is the zone of the engines' local times, or
+    ``auto`` (each file's offset from its collector's UTC times). ``node_map`` is a TOML file of
+    ``"regex" = "node"`` pairs grouping pods into logical nodes.
 
     Example:
         >>> from forensics.case import open_case
@@ -240,23 +239,28 @@ def ingest_engine(
     """
     if options:
         raise ParameterError(f"unknown engine option(s): {', '.join(sorted(options))}",
-                             hint="engine ingest takes paths, tz and quiet")
+                             hint="engine ingest takes paths, tz, node_map and quiet")
     t0 = time.perf_counter()
     con = case.con
-    tz = check_tz(con, tz)
-    sources = resolve_sources(paths)
+    # auto: each file's offset from its collection wrapper's UTC times (timezones.auto_offsets)
+    tz = "auto" if tz.strip().lower() == "auto" else check_tz(tz)
+    rule = NodeRule.load(node_map)
+    layout_warnings: list[str] = []
+    sources = resolve_sources(paths, node_map=rule, warnings=layout_warnings)
     con.execute(MACROS)
     summary = IngestSummary()
+    if layout_warnings:
+        summary.notes["engine layout warnings"] = layout_warnings
     kinds: Counter[str] = Counter()
     samples: list[str] = []
     touched: set[str] = set()
     total_bytes = sum(s.path.stat().st_size for s in sources)
     # Up to FILES_IN_FLIGHT files are read, decompressed and scanned at once, each in its own
-    # thread with its own cursor (the macros of the rare kinds' SQL, its own time-zone cache);
-    # this thread does every insert. Files are registered in their reading order, so file ids do
-    # not depend on timing. Arrow tables of the segments being filled and the blocks in flight
-    # live outside DuckDB's accounting: its limit is lowered by them while the loader runs. The
-    # files' sha256 (needed first, for the idempotency check) are computed ahead in a thread.
+    # thread with its own cursor (the macros of the rare kinds' SQL); this thread does every
+    # insert. Files are registered in their reading order, so file ids do not depend on timing.
+    # Arrow tables of the segments being filled and the blocks in flight live outside DuckDB's
+    # accounting: its limit is lowered by them while the loader runs. The files' sha256 (needed
+    # first, for the idempotency check) are computed ahead in a thread.
     pool = ThreadPoolExecutor(max_workers=1)
     try:
         with case.loading(reserve_bytes=FILES_IN_FLIGHT * (segment_bytes + 3 * chunk_bytes)), \
@@ -264,13 +268,13 @@ def ingest_engine(
             digests = [pool.submit(sha256_file, s.path) for s in sources]
             jobs: list[_Job] = []
             for src, digest in zip(sources, digests, strict=True):
-                job = _register(case, src, digest.result(), tz, chunk_bytes)
+                job = _register(case, src, digest.result(), tz, chunk_bytes, rule)
                 summary.files.append(job.fs)
                 if job.fs.skipped is None:
                     jobs.append(job)
-                    touched.add(src.node)
             for job in _run(jobs, segment_bytes):
                 _finish(case, job, kinds, samples)
+                touched.update(node for node, _ in job.scanners)
                 if bar is not None:
                     bar.update(bar.task_ids[0], advance=job.src.path.stat().st_size, file=job.src.path.name)
     finally:
@@ -285,51 +289,119 @@ def ingest_engine(
 
 @dataclass
 class _Job:
-    """One file being loaded: what its reading thread produces and this thread accumulates."""
+    """One file being loaded: what its reading thread produces and this thread accumulates.
+
+    A file's lines go to one (node, pod) unless its wrapper names the pod per line (a shipper
+    export): each (node, pod) then has its own scanner (the line before, the date reached).
+    """
 
     case: Case
     src: EngineSource
     fs: FileSummary
+    tz: str = "UTC"
+    rule: NodeRule | None = None
     file_id: int = 0
-    compression: str = "none"
     chunk_bytes: int = BLOCK_BYTES
-    state: ReadState = field(default_factory=ReadState)
-    scanner: Scanner | None = None
+    result: ReadResult | None = None
+    repairs: Repairs = field(default_factory=Repairs)
+    scanners: dict[tuple[str, str], Scanner] = field(default_factory=dict)
     writer: _Writer | None = None
     counts: Counter[str] = field(default_factory=Counter)
+    pod_counts: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     rejected: list[tuple[int, str, bytes]] = field(default_factory=list)
     unrec: list[tuple[int, str]] = field(default_factory=list)
-    spans: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    spans: dict[tuple[str, str, str], tuple[int, int, int]] = field(default_factory=dict)
     blocks: int = 0
     staged: int = 0
+    collector_inexact: bool = False
 
-    def scanned(self) -> Iterator[Scanned]:
-        """Runs in the file's reading thread: read, decompress, split and scan."""
-        assert self.scanner is not None
-        for batch in read_batches(self.src.path, self.compression, self.state, self.chunk_bytes):
-            yield self.scanner.scan(batch)
-        yield self.scanner.flush()
+    def scanner(self, node: str, pod: str) -> Scanner:
+        sc = self.scanners.get((node, pod))
+        if sc is None:
+            cur = self.case.con.cursor()
+            cur.execute(MACROS)
+            sc = Scanner(cur, tz=self.tz, metrics=self.src.kind == "metrics", to_utc=LocalToUtc(self.tz))
+            sc.file_hour = _file_hour(self.src, self.tz)
+            sc.days.file_day = _file_day(self.src)
+            self.scanners[(node, pod)] = sc
+        return sc
+
+    def scanned(self) -> Iterator[tuple[str, str, Scanned]]:
+        """Runs in the file's reading thread: read (collection stage), repair, split by pod, scan."""
+        src = self.src
+        reader = read_lines(src.path, block_bytes=self.chunk_bytes,
+                            context={"tz": "UTC" if self.tz == "auto" else self.tz,
+                                     "node_rule": None if src.fixed_node else self.rule,
+                                     "fixed_node": src.fixed_node})
+        file_pod = src.pod or src.node
+        for b in reader:
+            if not b.collector_exact:
+                # zone-less collector times (RFC 3164 syslog) were converted with --engine-tz itself:
+                # they fill lines without a time but cannot check (or derive) the engine's zone
+                self.collector_inexact = True
+            if b.rejected:
+                self.rejected.extend((ln, reason, redact_raw(raw)) for ln, reason, raw in b.rejected)
+            if not len(b):
+                continue
+            b = repair(b, self.repairs)
+            for node, pod, part in _by_pod(b, src, file_pod):
+                yield node, pod, self.scanner(node, pod).scan(part, exact_collector=not self.collector_inexact)
+        self.result = reader.result
+        for (node, pod), sc in self.scanners.items():
+            yield node, pod, sc.flush()
 
 
-def _register(case: Case, src: EngineSource, digest: str, tz: str, chunk_bytes: int) -> _Job:
+def _by_pod(b: LineBatch, src: EngineSource, file_pod: str) -> Iterator[tuple[str, str, LineBatch]]:
+    """The batch's lines by (node, pod): the wrapper's per-line pod, else the file's."""
+    if b.pod is None and b.node is None:
+        yield src.node, file_pod, b
+        return
+    n = len(b)
+    pods = b.pod.cast(pa.string()).to_pylist() if b.pod is not None else [None] * n
+    nodes = b.node.cast(pa.string()).to_pylist() if b.node is not None and not src.fixed_node else [None] * n
+    keys = [(nd or src.node, pd or (file_pod if nd is None else nd)) for nd, pd in zip(nodes, pods, strict=True)]
+    distinct = dict.fromkeys(keys)
+    if len(distinct) == 1:
+        node, pod = next(iter(distinct))
+        yield node, pod, b
+        return
+    import numpy as np
+
+    arr = np.array([hash(k) for k in keys], dtype=np.int64)
+    for key in distinct:
+        idx = np.flatnonzero(arr == hash(key))
+        yield key[0], key[1], _subset(b, idx)
+
+
+def _subset(b: LineBatch, idx: Any) -> LineBatch:
+    """The lines ``idx`` of a batch (same buffer)."""
+    import dataclasses
+
+    def pick(a: Any) -> Any:
+        return None if a is None else (a.take(pa.array(idx)) if isinstance(a, pa.Array) else a[idx])
+
+    return dataclasses.replace(
+        b, starts=b.starts[idx], ends=b.ends[idx], line_no=b.line_no[idx], offset=b.offset[idx],
+        n_phys=pick(b.n_phys), collector_us=pick(b.collector_us), stream=pick(b.stream), pod=pick(b.pod),
+        node=pick(b.node), sub=pick(b.sub), rejected=(), framing=0)
+
+
+def _register(case: Case, src: EngineSource, digest: str, tz: str, chunk_bytes: int, rule: NodeRule) -> _Job:
     fmt = "sglang-request-metrics" if src.kind == "metrics" else "sglang"
+    options = {"node": src.node, "tz": tz, "format": fmt, **({"pod": src.pod} if src.pod else {}),
+               **({"container": src.container} if src.container else {}),
+               **({"namespace": src.namespace} if src.namespace else {})}
     reg = register_file(case, src.path, kind="engine", format=fmt, layer="engine", node=src.node, tz=tz,
-                        options={"node": src.node, "tz": tz, "format": fmt}, sha256=digest)
+                        options=options, sha256=digest)
     fs = FileSummary(path=str(src.path), kind="engine", format=fmt, layer="engine", node=src.node,
                      size=src.path.stat().st_size)
-    job = _Job(case=case, src=src, fs=fs, chunk_bytes=chunk_bytes)
+    job = _Job(case=case, src=src, fs=fs, tz=tz, rule=rule, chunk_bytes=chunk_bytes)
     if isinstance(reg, int):
         fs.file_id = reg
         fs.skipped = f"already in case as file_id {reg}"
         return job
     fs.file_id = job.file_id = reg.file_id
-    job.compression = reg.compression
-    cur = case.con.cursor()
-    cur.execute(MACROS)
-    job.scanner = Scanner(cur, tz=tz, metrics=src.kind == "metrics", to_utc=LocalToUtc(cur, tz))
-    job.scanner.file_hour = _file_hour(src, tz)
-    job.scanner.days.file_day = _file_day(src)
-    job.writer = _Writer(case.con, src.node, reg.file_id)
+    job.writer = _Writer(case.con, reg.file_id)
     return job
 
 
@@ -343,10 +415,10 @@ def _run(jobs: list[_Job], segment_bytes: int) -> Iterator[_Job]:
 
     def work(i: int) -> None:
         try:
-            for out in jobs[i].scanned():
+            for item in jobs[i].scanned():
                 while not stop.is_set():
                     try:
-                        q.put((i, out), timeout=0.1)
+                        q.put((i, item), timeout=0.1)
                         break
                     except queue.Full:
                         continue
@@ -370,8 +442,7 @@ def _run(jobs: list[_Job], segment_bytes: int) -> Iterator[_Job]:
     try:
         for _ in range(FILES_IN_FLIGHT):
             start_next()
-        running = len(threads)
-        while running:
+        while threads:
             i, item = q.get()
             job = jobs[i]
             if isinstance(item, BaseException):
@@ -380,12 +451,11 @@ def _run(jobs: list[_Job], segment_bytes: int) -> Iterator[_Job]:
                 assert job.writer is not None
                 job.writer.commit()
                 threads.pop(i).join()
-                running -= 1
                 yield job
                 start_next()
-                running = len(threads)
                 continue
-            _absorb(job, item)
+            node, pod, out = item
+            _absorb(job, node, pod, out)
             if job.staged >= segment_bytes:
                 assert job.writer is not None
                 job.writer.commit()
@@ -396,54 +466,63 @@ def _run(jobs: list[_Job], segment_bytes: int) -> Iterator[_Job]:
             t.join()
 
 
-def _absorb(job: _Job, out: Scanned) -> None:
+def _absorb(job: _Job, node: str, pod: str, out: Scanned) -> None:
     """One scanned block of a job: its counts, and its rows for the next commit."""
     if job.blocks == 0:
         _refuse_if_not_engine(job.case, job.src, job.file_id, out)
     job.blocks += 1
     for k, (ln, lo, hi) in out.spans.items():
-        job.spans[k] = _merge_span(job.spans.get(k), (ln, lo, hi))
+        job.spans[(node, pod, k)] = _merge_span(job.spans.get((node, pod, k)), (ln, lo, hi))
     job.counts.update(out.counts)
+    job.pod_counts.update({(node, pod, k): v for k, v in out.counts.items()})
     job.rejected.extend(out.rejected)
     if len(job.unrec) < 5:
         job.unrec.extend(out.unrecognised[: 5 - len(job.unrec)])
     assert job.writer is not None
-    job.writer.add(out)
+    job.writer.add(out, node, pod)
     job.staged += sum(t.nbytes for t in out.tables.values())
 
 
 def _finish(case: Case, job: _Job, kinds: Counter[str], samples: list[str]) -> None:
     """A loaded file's counts, rejected lines, warnings and lines by kind."""
-    src, fs, state, counts = job.src, job.fs, job.state, job.counts
-    assert job.writer is not None and job.scanner is not None
-    rejected = job.rejected
-    if state.cut_line is not None:
-        rejected.append((state.cut_line_no, "line cut off by the end of a truncated compressed stream",
-                         redact_raw(state.cut_line)))
-    n_rej = store_rejected(case, job.file_id, rejected)
+    src, fs, counts, res = job.src, job.fs, job.counts, job.result
+    assert job.writer is not None and res is not None
+    n_rej = store_rejected(case, job.file_id, job.rejected)
     loaded = sum(job.writer.rows.values())
-    router = counts["router_request"] + counts["router"] + counts["router_pd_error"] + counts["router_startup"]
+    router = sum(counts[k] for k in counts if catalogue().kind(k).family == "router")
     if router > sum(counts.values()) - router:
         fs.format = "smg-router"
     warnings = []
-    if state.warning:
-        warnings.append(state.warning)
-    if state.bad_utf8_count:
-        warnings.append(f"{state.bad_utf8_count} line(s) had invalid UTF-8 bytes, kept with U+FFFD "
-                        f"(first at line {state.bad_utf8_lines[0]})")
-    if job.scanner.days.unresolved:
-        warnings.append(f"{job.scanner.days.unresolved} line(s) carry a time of day without a date, and no "
-                        "collector time, dated line or dated file name gives one: their ts is NULL")
-    if loaded + n_rej != state.lines:
-        warnings.append(f"count mismatch: {state.lines} lines read, {loaded} loaded, {n_rej} rejected")
+    if res.status.problem:
+        warnings.append(res.status.problem)
+    warnings.extend(res.warnings)
+    if job.repairs.bad_utf8_count:
+        warnings.append(f"{job.repairs.bad_utf8_count} line(s) had invalid UTF-8 bytes, kept with U+FFFD "
+                        f"(first at line {job.repairs.bad_utf8_lines[0]})")
+    scanners = list(job.scanners.values())
+    unresolved = sum(sc.days.unresolved for sc in scanners)
+    if unresolved:
+        warnings.append(f"{unresolved} line(s) carry a time of day without a date, and no collector "
+                        "time, dated line or dated file name gives one: their ts is NULL")
+    zone_warnings, tz_recorded = zone_findings(src.path.name, job.tz, scanners, job.collector_inexact)
+    warnings.extend(zone_warnings)
+    # physical lines = logical lines loaded + joined partial lines + wrapper framing + rejected
+    if loaded + n_rej + res.joined + res.framing != res.lines:
+        warnings.append(f"count mismatch: {res.lines} lines read, {loaded} loaded, {n_rej} rejected, "
+                        f"{res.joined} joined, {res.framing} framing")
     mostly = _mostly_unrecognised(src, counts, job.unrec)
     if mostly:
         warnings.append(mostly)
-    _store_line_kinds(case, job.file_id, src.node, counts, job.spans)
-    fs.lines_read, fs.rows_loaded, fs.rows_rejected = state.lines, loaded, n_rej
-    fs.complete, fs.warnings = state.complete, warnings
-    finish_file(case, job.file_id, lines_read=state.lines, rows_loaded=loaded, rows_rejected=n_rej,
-                rows_duplicate=0, complete=state.complete, warning="; ".join(warnings) or None, format=fs.format)
+    _store_line_kinds(case, job.file_id, job.pod_counts, job.spans)
+    fs.lines_read, fs.rows_loaded, fs.rows_rejected = res.lines, loaded, n_rej
+    fs.lines_joined, fs.lines_framing = res.joined, res.framing
+    fs.complete, fs.warnings = res.complete, warnings
+    fs.detected = res.detected
+    finish_file(case, job.file_id, lines_read=res.lines, rows_loaded=loaded, rows_rejected=n_rej,
+                rows_duplicate=0, complete=res.complete, warning="; ".join(warnings) or None, format=fs.format)
+    case.con.execute(
+        "UPDATE evidence_files SET wrapper = $w, lines_joined = $j, lines_framing = $f, tz = $tz WHERE file_id = $id",
+        {"w": res.wrapper, "j": res.joined, "f": res.framing, "tz": tz_recorded, "id": job.file_id})
     kinds.update(counts)
     for ln, text in job.unrec:
         if len(samples) < 5:

@@ -47,6 +47,9 @@ from forensics.sources.lines import LineBatch
 
 _TS = pa.timestamp("us")
 
+#: Pairs of (engine local time, collector UTC time) kept per file for the zone check.
+_TZ_SAMPLES = 20_000
+
 #: Un-prefixed kinds that are SGLang's own records (0.5.8-0.5.11 request logs, JSON request logs).
 _REQUEST_KINDS = frozenset({"req_received", "req_finished", "req_json", "req_metrics", "req_openai"})
 
@@ -106,7 +109,11 @@ class Scanner:
         self.cat = cat or catalogue()
         self.carry = Carry()
         self.days = DayCarry()
-        self.to_utc = to_utc or LocalToUtc(con, tz)
+        self.to_utc = to_utc or LocalToUtc(tz)
+        #: (engine local time, collector UTC time) samples for the zone check (zones.py)
+        self.tz_pairs: list[tuple[np.ndarray, np.ndarray]] = []
+        #: lines with an engine local time (a router log has none: UTC by itself)
+        self.local_lines = 0
         self._ranks_cache: dict[str, str] = {}
         self._pd_pending: dict[str, Any] | None = None
         names = self.cat.names
@@ -115,7 +122,9 @@ class Scanner:
 
     # -- per block -------------------------------------------------------------------------------
 
-    def scan(self, batch: LineBatch) -> Scanned:
+    def scan(self, batch: LineBatch, *, exact_collector: bool = True) -> Scanned:
+        """Scan one block (lines in file order); ``exact_collector``: its collector times are UTC
+        instants that may check the engine's zone (not zone-less syslog times)."""
         out = Scanned()
         n = len(batch)
         if n == 0:
@@ -140,7 +149,15 @@ class Scanner:
             # old releases printed a time of day only: its date is inferred, never invented
             ts_local = date_time_only(ts_local, tod, eng & ~pfx.time_only & (ts_local != NO_TS), collector,
                                       self.to_utc, self.days)
-        ts_utc = self.to_utc(ts_local)
+        local = ts_local != NO_TS
+        n_local = int(np.count_nonzero(local))
+        self.local_lines += n_local
+        have = sum(int(p[0].size) for p in self.tz_pairs)
+        if exact_collector and n_local and have < _TZ_SAMPLES:
+            both = np.flatnonzero(local & ~tod & (collector != NO_TS))[: _TZ_SAMPLES - have]
+            if both.size:
+                self.tz_pairs.append((ts_local[both], collector[both]))
+        ts_utc = self.to_utc(ts_local, collector if exact_collector else None)
         ts_utc = np.where(pkind == P_ROUTER, pfx.ts_us, ts_utc)
         ts, inferred, attached = infer_times(pkind, batch.line_no, ts_utc, collector, self.carry)
         if tod.any():

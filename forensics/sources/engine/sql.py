@@ -138,15 +138,15 @@ FROM (
 HEALTH = ("coalesce(starts_with(rid, 'HEALTH_CHECK'), false) OR coalesce(bootstrap_room = 0, false) "
           "OR coalesce(bootstrap_host = '2.2.2.2', false)")
 
-#: The insert of each table from an Arrow view ``_eng_rows`` (columns by name; node and file_id bound).
+#: The insert of each table from an Arrow view ``_eng_rows`` (columns by name; node, pod, file_id bound).
 INSERTS = {
     "engine_batches": "INSERT INTO engine_batches BY NAME SELECT * REPLACE (TRY_CAST(token_usage AS DOUBLE) AS "
                       "token_usage, TRY_CAST(throughput AS DOUBLE) AS throughput), $node AS node, "
-                      "$file_id AS file_id FROM _eng_rows",
+                      "$pod AS pod, $file_id AS file_id FROM _eng_rows",
     "engine_requests": "INSERT INTO engine_requests BY NAME SELECT * REPLACE (TRY_CAST(e2e_latency AS DOUBLE) AS "
-                       f"e2e_latency), $node AS node, $file_id AS file_id, {HEALTH} AS is_health_check "
+                       f"e2e_latency), $node AS node, $pod AS pod, $file_id AS file_id, {HEALTH} AS is_health_check "
                        "FROM _eng_rows",
 }
 for _t in ("engine_rejections", "engine_events", "engine_http", "router_requests", "engine_other_lines",
            "engine_startup_facts"):
-    INSERTS[_t] = f"INSERT INTO {_t} BY NAME SELECT *, $node AS node, $file_id AS file_id FROM _eng_rows"
+    INSERTS[_t] = f"INSERT INTO {_t} BY NAME SELECT *, $node AS node, $pod AS pod, $file_id AS file_id FROM _eng_rows"

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Iterable
@@ -55,20 +56,24 @@ def rebuild_starts(case: Case, nodes: Iterable[str]) -> int:
     for node in sorted(set(nodes)):
         con.execute("DELETE FROM engine_starts WHERE node = $n", {"n": node})
         facts = con.execute(
-            """SELECT ts, ts_inferred, ranks, fact, file_id, line_no, args, text FROM engine_startup_facts
-               WHERE node = $n ORDER BY ts NULLS LAST, file_id, line_no""",
+            """SELECT ts, ts_inferred, ranks, fact, file_id, line_no, args, text, pod FROM engine_startup_facts
+               WHERE node = $n ORDER BY pod, ts NULLS LAST, file_id, line_no""",
             {"n": node},
         ).fetchall()
         starts: list[dict[str, Any]] = []
         cur: dict[str, Any] | None = None
-        for ts, inferred, ranks, fact, file_id, line_no, args, text in facts:
+        pod_now: str | None = None
+        for ts, inferred, ranks, fact, file_id, line_no, args, text, pod in facts:
+            if pod != pod_now:
+                # each pod (process) is its own series of starts
+                cur, pod_now = None, pod
             new = cur is None or (
                 (fact == "server_args" and cur["n_facts"] > 0)
                 or (cur["ready"] is not None and fact not in ("ready", "bootstrap", "pool_warning"))
                 or (fact == "max_total" and ranks in cur["max_total_ranks"])
             )
             if new:
-                cur = {"ts_start": ts, "ts_inferred": inferred, "ready": None, "n_facts": 0, "args": None,
+                cur = {"pod": pod, "ts_start": ts, "ts_inferred": inferred, "ready": None, "n_facts": 0, "args": None,
                        "max_total": None, "max_total_ranks": set(), "kv": None, "kv_label_only": None,
                        "kv_dtype_line": None,
                        "pool_warning": False, "first_loc": (file_id, line_no)}
@@ -99,6 +104,8 @@ def rebuild_starts(case: Case, nodes: Iterable[str]) -> int:
             elif fact == "pool_warning":
                 cur["pool_warning"] = True
         rows = []
+        # numbered per node in time order, whatever pod they belong to
+        starts.sort(key=lambda st: (st["ts_start"] is None, st["ts_start"] or dt.datetime.min, st["pod"]))
         for seq, s in enumerate(starts, start=1):
             args = s["args"] or {}
             kvl, fid, lno = s["max_total"] or ({}, *s["first_loc"])
@@ -112,7 +119,7 @@ def rebuild_starts(case: Case, nodes: Iterable[str]) -> int:
                 role, role_source = ({"prefill": "prefill", "decode": "decode"}.get(str(mode), "unified"),
                                      "server_args")
             rows.append({
-                "node": node, "seq": seq, "ts_start": s["ts_start"], "ts_ready": s["ready"],
+                "node": node, "pod": s["pod"], "seq": seq, "ts_start": s["ts_start"], "ts_ready": s["ready"],
                 "ts_inferred": bool(s["ts_inferred"]), "role": role, "role_source": role_source,
                 "ctx": ctx, "pool": pool, "limit": limit, "ctx_arg": _as_int(args.get("context_length")),
                 "chunked": _as_int(kvl.get("chunked_prefill_size") or args.get("chunked_prefill_size")),
@@ -131,7 +138,7 @@ def rebuild_starts(case: Case, nodes: Iterable[str]) -> int:
             })
         for r in rows:
             con.execute(
-                """INSERT INTO engine_starts VALUES ($node, $seq, $ts_start, $ts_ready, $ts_inferred, $role,
+                """INSERT INTO engine_starts VALUES ($node, $pod, $seq, $ts_start, $ts_ready, $ts_inferred, $role,
                    $role_source, $ctx, $pool, $limit, $ctx_arg, $chunked, $max_prefill, $max_running, $tp, $dp,
                    $model, $kv_dtype, $kv_tokens, $pool_warning, $auto_trunc, $checksum, $args, $fid, $lno)""",
                 r,
@@ -157,11 +164,11 @@ def _infer_roles(case: Case, node: str) -> None:
                                      OR contains(b.fields_raw, ' #prealloc-req: '))) THEN 'decode'
                         ELSE 'unified' END AS role,
                    CASE WHEN count(b.kind) > 0 THEN 'batch_lines' ELSE 'default' END AS src
-            FROM (SELECT * FROM (SELECT start_seq, ts_start, role,
-                                        lead(ts_start) OVER (ORDER BY start_seq) AS ts_next
+            FROM (SELECT * FROM (SELECT start_seq, pod, ts_start, role,
+                                        lead(ts_start) OVER (PARTITION BY pod ORDER BY start_seq) AS ts_next
                                  FROM engine_starts WHERE node = $n)
                   WHERE role IS NULL) s  -- only starts whose role server_args did not give
-            LEFT JOIN engine_batches b ON b.node = $n AND (s.ts_start IS NULL OR b.ts >= s.ts_start)
+            LEFT JOIN engine_batches b ON b.node = $n AND b.pod = s.pod AND (s.ts_start IS NULL OR b.ts >= s.ts_start)
                  AND (s.ts_next IS NULL OR b.ts < s.ts_next)
             GROUP BY s.start_seq
         ) x

@@ -1,113 +1,88 @@
 """Times of the lines: engine local time to UTC, and the time of lines that carry none.
 
-* Engine timestamps are the node's local wall time; ``--engine-tz`` (any IANA zone) says which.
-  The offset of each distinct local minute is taken from DuckDB's ICU conversion
-  (``timezone('UTC', timezone(tz, t))``, DST-correct) and applied to every line of that minute.
+* Engine timestamps are the node's local wall time; ``--engine-tz`` (any IANA zone, or ``auto``)
+  says which; :mod:`forensics.sources.timezones` converts them (DST gaps and repeats flagged).
 * Router lines are UTC by themselves; collector columns are UTC.
 * A line with no engine/router prefix takes its collector time, else the time of the nearest
   earlier prefixed line of the file (``ts_inferred``), and points at that line
   (``attached_to_line``): tracebacks, wrapped lines, un-prefixed request logs.
 
 Example:
-    >>> import duckdb
     >>> us = np.array([1_788_000_000_000_000, NO_TS])
-    >>> (local_to_utc(duckdb.connect(), "Asia/Singapore", us) - us).tolist()[0] // 3_600_000_000
+    >>> (local_to_utc("Asia/Singapore", us) - us).tolist()[0] // 3_600_000_000
     -8
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
-import duckdb
 import numba
 import numpy as np
-import pyarrow as pa
 
 from forensics.sources.engine.prefix import NO_TS, P_NONE
+from forensics.sources.timezones import (
+    AMBIGUOUS,
+    BY_COLLECTOR,
+    BY_ORDER,
+    GAP,
+    OffsetEstimate,
+    auto_offsets,
+    fixed_offset_s,
+    has_transition,
+    to_utc,
+)
 
 _MINUTE = 60_000_000
 _HOUR = 60 * _MINUTE
 
 
 class LocalToUtc:
-    """Local wall times (µs) of one zone to UTC, with the offsets of the hours seen so far cached.
+    """Engine local wall times (µs) of one zone to UTC, by the rules of :mod:`forensics.sources.timezones`.
 
-    The offset of an hour is DuckDB's for its first and its last minute; when they differ (a DST
-    change inside that hour) every minute of it is looked up.
+    A block whose times hold no offset change (nearly all) is shifted by one offset; a block
+    across a DST change goes through ``timezones.to_utc`` line by line: the spring gap and the
+    repeated autumn hour are placed by the collector's time or the line order, or left unknown
+    (NO_TS), and counted in ``flags``. ``auto`` takes each line's offset from its collector time
+    (``timezones.auto_offsets``), the estimates kept in ``auto``.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, tz: str) -> None:
-        self.con = con
+    def __init__(self, tz: str) -> None:
         self.tz = tz
-        self.hours: dict[int, int | np.ndarray] = {}
+        self.fixed = 0 if tz == "auto" else fixed_offset_s(tz)
+        self.flags: Counter[int] = Counter()
+        self.auto: list[OffsetEstimate] = []
 
-    def _utc_of(self, minute_starts: np.ndarray) -> np.ndarray:
-        tbl = pa.table({"t": pa.array(minute_starts, type=pa.timestamp("us"))})
-        self.con.register("_eng_minutes", tbl)
-        try:
-            res = self.con.execute("SELECT epoch_us(timezone('UTC', timezone($tz, t))) FROM _eng_minutes",
-                                   {"tz": self.tz}).fetchnumpy()
-        finally:
-            self.con.unregister("_eng_minutes")
-        return np.asarray(next(iter(res.values())), dtype=np.int64)
-
-    def __call__(self, us: np.ndarray) -> np.ndarray:
-        if self.tz == "UTC" or us.size == 0:
-            return us
+    def __call__(self, us: np.ndarray, collector: np.ndarray | None = None) -> np.ndarray:
         valid = us != NO_TS
-        if not valid.any():
+        if us.size == 0 or not valid.any():
             return us
+        if self.tz == "auto":
+            col = collector if collector is not None else np.full(us.shape, NO_TS, dtype=np.int64)
+            offs, est = auto_offsets(us, col)
+            if est.offset_s is None and self.auto and self.auto[-1].offset_s is not None:
+                offs[:] = int(self.auto[-1].offset_s)
+            self.auto.append(est)
+            return np.where(valid, us - offs * 1_000_000, NO_TS)
+        if self.fixed is not None:
+            return np.where(valid, us - self.fixed * 1_000_000, NO_TS)
         v = us[valid]
-        hours = v // _HOUR
-        lo, hi = int(hours.min()), int(hours.max())
-        if hi - lo < 4096:
-            # lines come in time order: the hours of a block are a short range (no sort needed)
-            present = np.zeros(hi - lo + 1, dtype=np.bool_)
-            present[hours - lo] = True
-            keys = np.flatnonzero(present).astype(np.int64) + lo
-            pos = np.cumsum(present) - 1
-            idx = pos[hours - lo]
-        else:
-            keys, idx = np.unique(hours, return_inverse=True)
-        missing = [int(h) for h in keys.tolist() if int(h) not in self.hours]
-        if missing:
-            # fetch the two days around the first miss too: one query serves many blocks
-            around = range(missing[0] - 24, missing[0] + 49)
-            missing = sorted(set(missing) | {h for h in around if h not in self.hours})
-            m = np.array(missing, dtype=np.int64) * _HOUR
-            both = np.concatenate([m, m + 59 * _MINUTE])
-            conv = self._utc_of(both) - both
-            first, last = conv[: m.size], conv[m.size :]
-            for h, a, b in zip(missing, first.tolist(), last.tolist(), strict=True):
-                if a == b:
-                    self.hours[h] = a
-                else:
-                    starts = h * _HOUR + np.arange(60, dtype=np.int64) * _MINUTE
-                    self.hours[h] = self._utc_of(starts) - starts
-        offs = np.empty(keys.shape[0], dtype=np.int64)
-        mixed = []
-        for k, h in enumerate(keys.tolist()):
-            o = self.hours[int(h)]
-            if isinstance(o, np.ndarray):
-                mixed.append(k)
-                offs[k] = 0
-            else:
-                offs[k] = o
-        add = offs[idx]
-        for k in mixed:
-            sel = idx == k
-            per_min = self.hours[int(keys[k])]
-            assert isinstance(per_min, np.ndarray)
-            add[sel] = per_min[(v[sel] % _HOUR) // _MINUTE]
-        out = us.copy()
-        out[valid] = v + add
-        return out
+        lo, hi = int(v.min()), int(v.max())
+        if not has_transition(self.tz, lo, hi):
+            first = to_utc(np.array([lo], dtype=np.int64), self.tz).utc_us[0]
+            return np.where(valid, us - (lo - first), NO_TS)
+        conv = to_utc(us, self.tz, collector_us=collector)
+        for flag in (GAP, AMBIGUOUS, BY_COLLECTOR, BY_ORDER):
+            k = conv.count(flag)
+            if k:
+                self.flags[flag] += k
+        return conv.utc_us
 
 
-def local_to_utc(con: duckdb.DuckDBPyConnection, tz: str, us: np.ndarray) -> np.ndarray:
+def local_to_utc(tz: str, us: np.ndarray) -> np.ndarray:
     """Local wall times (µs, NO_TS for none) in zone ``tz`` as UTC µs (see :class:`LocalToUtc`)."""
-    return LocalToUtc(con, tz)(us)
+    return LocalToUtc(tz)(us)
 
 
 @dataclass
@@ -223,8 +198,7 @@ def date_time_only(us: np.ndarray, is_tod: np.ndarray, dated: np.ndarray, collec
     unknown (NO_TS, counted in ``carry.unresolved``): a date is never invented.
 
     Example:
-        >>> import duckdb
-        >>> conv = LocalToUtc(duckdb.connect(), "UTC")
+        >>> conv = LocalToUtc("UTC")
         >>> day = 20_000 * 86_400_000_000
         >>> us = np.array([day + 3_600_000_000, 82_800_000_000, 600_000_000])
         >>> out = date_time_only(us, np.array([False, True, True]), np.array([True, False, False]),
