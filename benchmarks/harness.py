@@ -354,7 +354,8 @@ def run_scale(suite: Suite, label: str, requests: int) -> None:
                     rec = child(spec(step, group=g.name, raw_bytes=g.raw_bytes))
                     _record(suite, label, f"{step}:{g.name}", run, rec)
         if "engine" in groups:
-            for step in ("toolkit_engine", "toolkit_engine_cri", "bare_engine", "scan_engine"):
+            for step in ("toolkit_engine", "toolkit_engine_cri", "toolkit_engine_plain", "toolkit_engine_gz",
+                         "bare_engine", "scan_engine"):
                 rec = child(spec(step, group="engine", raw_bytes=manifest.engine.raw_bytes))
                 _record(suite, label, step, run, rec)
         case_ok = built

@@ -307,6 +307,56 @@ def step_toolkit_engine_cri(spec: dict[str, Any]) -> Body:
     return body
 
 
+def recompressed_tree(data_dir: Path, how: str) -> Path:
+    """The data set's engine logs all plain (``how="plain"``) or all gzip (``"gz"``), made once and
+    kept beside it: the .gz-vs-plain cost of the engine ingest is measured on the same lines."""
+    import gzip
+    import shutil
+
+    from forensics.sources.files import open_decompressed
+
+    out = data_dir / f"engine-{how}"
+    done = out / ".complete"
+    if not done.exists():
+        src = data_dir / "engine"
+        for f in sorted(p for p in src.rglob("*") if p.is_file()):
+            rel = f.relative_to(src)
+            name = rel.name[:-3] if rel.name.endswith(".gz") else rel.name
+            target = out / rel.parent / (name + (".gz" if how == "gz" else ""))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open_decompressed(f) as fin:
+                opener = gzip.open(target, "wb", compresslevel=6) if how == "gz" else open(target, "wb")
+                with opener as fout:
+                    shutil.copyfileobj(fin, fout, 1 << 22)
+        done.write_text("ok\n")
+    return out
+
+
+def _engine_tree_step(how: str) -> Any:
+    def step(spec: dict[str, Any]) -> Body:
+        from forensics.case import open_case
+
+        data_dir = Path(spec["data_dir"])
+        tree = recompressed_tree(data_dir, how)  # untimed set-up
+        case_path = _fresh(Path(spec["work_dir"]) / f"engine-{how}.duckdb")
+        case = open_case(case_path)
+
+        def body() -> Outcome:
+            s = case.ingest_engine([str(tree)], tz=ENGINE_TZ, quiet=True)
+            case.con.execute("CHECKPOINT")
+            return Outcome(rows=s.lines_read, bytes=spec["params"].get("raw_bytes", 0), rows_out=s.rows_loaded,
+                           extra={"rejected": s.rows_rejected})
+
+        return body
+
+    step.__doc__ = f"Toolkit engine ingest of the same logs, every file {'gzip' if how == 'gz' else 'plain'}."
+    return step
+
+
+step_toolkit_engine_plain = _engine_tree_step("plain")
+step_toolkit_engine_gz = _engine_tree_step("gz")
+
+
 def _affected_records(rel: Any) -> list[dict[str, Any]]:
     df = rel.df() if hasattr(rel, "df") else rel
     keep = [c for c in ("request_id", "header_request_id", "tenant_id", "confidence") if c in df.columns]
@@ -591,6 +641,8 @@ STEPS: dict[str, Callable[[dict[str, Any]], Body]] = {
     "toolkit_gateway": step_toolkit_gateway,
     "bare_gateway": step_bare_gateway,
     "toolkit_engine": step_toolkit_engine,
+    "toolkit_engine_plain": step_toolkit_engine_plain,
+    "toolkit_engine_gz": step_toolkit_engine_gz,
     "toolkit_engine_cri": step_toolkit_engine_cri,
     "bare_engine": step_bare_engine,
     "scan_engine": step_scan_engine,

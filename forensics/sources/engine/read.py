@@ -1,4 +1,4 @@
-"""The scanner's side of reading: line repairs, and reading a raw line again from its offset.
+r"""The scanner's side of reading: line repairs, and reading a raw line again from its offset.
 
 Files are read by the collection stage (:func:`forensics.sources.collect.read_lines`: plain,
 gzip, zstd, any collection wrapper, physical line numbers and byte offsets). Two repairs are made
@@ -89,7 +89,7 @@ def read_line_at(path: Path, offset: int, limit: int = 1 << 20) -> bytes:
 
     Example:
         >>> import tempfile, pathlib, gzip
-        >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.log.gz"; _ = p.write_bytes(gzip.compress(b"one\r\ntwo\n"))
+        >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.log.gz"; _ = p.write_bytes(gzip.compress(b"one\\r\\ntwo\\n"))
         >>> read_line_at(p, 5)
         b'two'
     """
