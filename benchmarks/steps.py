@@ -324,10 +324,12 @@ def recompressed_tree(data_dir: Path, how: str) -> Path:
             name = rel.name[:-3] if rel.name.endswith(".gz") else rel.name
             target = out / rel.parent / (name + (".gz" if how == "gz" else ""))
             target.parent.mkdir(parents=True, exist_ok=True)
-            with open_decompressed(f) as fin:
-                opener = gzip.open(target, "wb", compresslevel=6) if how == "gz" else open(target, "wb")
-                with opener as fout:
-                    shutil.copyfileobj(fin, fout, 1 << 22)
+            with open_decompressed(f) as fin, open(target, "wb") as raw:
+                if how == "gz":
+                    with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) as fout:
+                        shutil.copyfileobj(fin, fout, 1 << 22)
+                else:
+                    shutil.copyfileobj(fin, raw, 1 << 22)
         done.write_text("ok\n")
     return out
 
