@@ -190,3 +190,25 @@ def test_lines_by_kind_are_stored_per_file() -> None:
     assert ("foreign_glog", "foreign", 5, 2) in rows
     assert ("batch", "engine", 1, 11) in rows
     assert sum(r[2] for r in rows) == 14
+
+
+# -- colour codes (a router or engine started on a terminal) ------------------------------------------
+
+_ANSI_ROUTER = (b"\x1b[2m2026-09-02 04:52:03\x1b[0m \x1b[32m INFO\x1b[0m \x1b[1mhttp_request\x1b[0m\x1b[1m{\x1b[0m"
+                b"method=POST uri=/v1/chat/completions request_id=\"r-3\" status_code=200 latency=12ms"
+                b"\x1b[1m}\x1b[0m\x1b[2m:\x1b[0m smg::response: finished processing request\n")
+
+
+def test_colour_codes_are_removed_before_the_router_grammar_on_both_paths(tmp_path: Path) -> None:
+    """tracing-subscriber colours its fields on a TTY: the loader and parse_router_lines read through them."""
+    from forensics.sources.engine import parse_router_lines
+
+    f = tmp_path / "router.log"
+    f.write_bytes(_ANSI_ROUTER)
+    case = open_case(":memory:")
+    case.ingest_engine([f"r={f}"], tz="UTC")
+    assert case.sql("SELECT request_id, status, latency_us, byte_offset FROM router_requests").fetchall() == [
+        ("r-3", 200, 12_000, 0)]
+    t = parse_router_lines(_ANSI_ROUTER)
+    assert t.select(["is_request", "request_id", "status", "latency_us"]).to_pylist() == [
+        {"is_request": True, "request_id": "r-3", "status": 200, "latency_us": 12_000}]

@@ -37,7 +37,6 @@ from forensics.sources.collect import ReadResult, read_lines
 from forensics.sources.collect.layout import EngineSource, NodeRule, resolve_sources
 from forensics.sources.engine.catalogue import catalogue
 from forensics.sources.engine.prefix import NO_TS
-from forensics.sources.engine.read import Repairs, repair
 from forensics.sources.engine.redact import redact_raw
 from forensics.sources.engine.scan import Scanned, Scanner
 from forensics.sources.engine.sql import INSERTS, MACROS
@@ -303,7 +302,6 @@ class _Job:
     file_id: int = 0
     chunk_bytes: int = BLOCK_BYTES
     result: ReadResult | None = None
-    repairs: Repairs = field(default_factory=Repairs)
     scanners: dict[tuple[str, str], Scanner] = field(default_factory=dict)
     writer: _Writer | None = None
     counts: Counter[str] = field(default_factory=Counter)
@@ -343,7 +341,6 @@ class _Job:
                 self.rejected.extend((ln, reason, redact_raw(raw)) for ln, reason, raw in b.rejected)
             if not len(b):
                 continue
-            b = repair(b, self.repairs)
             for node, pod, part in _by_pod(b, src, file_pod):
                 yield node, pod, self.scanner(node, pod).scan(part, exact_collector=not self.collector_inexact)
         self.result = reader.result
@@ -496,10 +493,11 @@ def _finish(case: Case, job: _Job, kinds: Counter[str], samples: list[str]) -> N
     if res.status.problem:
         warnings.append(res.status.problem)
     warnings.extend(res.warnings)
-    if job.repairs.bad_utf8_count:
-        warnings.append(f"{job.repairs.bad_utf8_count} line(s) had invalid UTF-8 bytes, kept with U+FFFD "
-                        f"(first at line {job.repairs.bad_utf8_lines[0]})")
     scanners = list(job.scanners.values())
+    bad = sum(sc.repairs.bad_utf8_count for sc in scanners)
+    if bad:
+        first = min(ln for sc in scanners for ln in sc.repairs.bad_utf8_lines)
+        warnings.append(f"{bad} line(s) had invalid UTF-8 bytes, kept with U+FFFD (first at line {first})")
     unresolved = sum(sc.days.unresolved for sc in scanners)
     if unresolved:
         warnings.append(f"{unresolved} line(s) carry a time of day without a date, and no collector "

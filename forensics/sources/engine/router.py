@@ -24,6 +24,7 @@ from forensics.sources.engine import extract_http as xh
 from forensics.sources.engine.catalogue import catalogue
 from forensics.sources.engine.classify import classify
 from forensics.sources.engine.prefix import LEVELS, NO_TS, P_ROUTER, scan_prefixes
+from forensics.sources.engine.read import Repairs, repair
 from forensics.sources.engine.spans import int_array, parse_ints, to_strings
 from forensics.sources.lines import LineBatch
 
@@ -36,7 +37,7 @@ def parse_router_lines(data: bytes | LineBatch, *, con: duckdb.DuckDBPyConnectio
     the line has no router time), ``level``, ``kind`` (the catalogue's), ``is_request``, and for
     request lines ``request_id``, ``method``, ``uri``, ``status``, ``latency_us``, ``target``,
     ``message``."""
-    batch = data if isinstance(data, LineBatch) else LineBatch.from_bytes(data)
+    batch = repair(data if isinstance(data, LineBatch) else LineBatch.from_bytes(data), Repairs())
     con = con or duckdb.connect()
     cat = catalogue()
     pfx = scan_prefixes(batch)

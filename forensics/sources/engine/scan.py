@@ -34,6 +34,7 @@ from forensics.sources.engine import extract_request as xr
 from forensics.sources.engine.catalogue import Catalogue, Kind, catalogue
 from forensics.sources.engine.classify import classify
 from forensics.sources.engine.prefix import LEVELS, NO_TS, P_ENGINE, P_NONE, P_ROUTER, scan_prefixes
+from forensics.sources.engine.read import Repairs, repair
 from forensics.sources.engine.redact import cap_text, redact_text
 from forensics.sources.engine.spans import INT_OK, int_array, parse_ints, to_strings
 from forensics.sources.engine.timeinfer import (
@@ -114,6 +115,8 @@ class Scanner:
         self.tz_pairs: list[tuple[np.ndarray, np.ndarray]] = []
         #: lines with an engine local time (a router log has none: UTC by itself)
         self.local_lines = 0
+        #: lines the repairs touched (invalid UTF-8)
+        self.repairs = Repairs()
         self._ranks_cache: dict[str, str] = {}
         self._pd_pending: dict[str, Any] | None = None
         names = self.cat.names
@@ -129,6 +132,7 @@ class Scanner:
         n = len(batch)
         if n == 0:
             return out
+        batch = repair(batch, self.repairs)  # invalid UTF-8 -> U+FFFD, ANSI codes removed (counted)
         buf = batch.buf
         pfx = scan_prefixes(batch)
         if self.metrics:
