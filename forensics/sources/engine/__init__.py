@@ -15,9 +15,10 @@ The package is the pipeline, one stage per module:
 * :mod:`.starts` — ``engine_starts``, one row per node start.
 
 Example:
-    >>> from forensics.case import open_case
-    >>> case = open_case(":memory:")
-    >>> case.ingest_engine(["prefill-0=logs/p0/"], tz="Asia/Singapore")  # doctest: +SKIP
+    >>> from forensics.sample import sample_case
+    >>> sample_case().sql("SELECT kind, family, sum(n_lines) FROM engine_line_kinds "
+    ...                   "GROUP BY ALL ORDER BY 3 DESC LIMIT 2").fetchall()
+    [('http', 'engine', 26826), ('batch', 'engine', 22153)]
 """
 
 from forensics.sources.collect.layout import EngineSource, node_of_file, resolve_sources

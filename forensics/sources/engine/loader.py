@@ -10,8 +10,11 @@ sha256 is computed ahead in another thread.
 
 Example:
     >>> from forensics.case import open_case
+    >>> from forensics.sample import sample_dir
     >>> case = open_case(":memory:")
-    >>> case.ingest_engine(["prefill-0=logs/p0/"], tz="Asia/Singapore")  # doctest: +SKIP
+    >>> s = case.ingest_engine([f"prefill-0={sample_dir() / 'engine' / 'prefill-0'}"], tz="Asia/Singapore")
+    >>> s.files[0].node, all(f.reconciles for f in s.files)
+    ('prefill-0', True)
 """
 
 from __future__ import annotations
