@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from forensics.errors import InputError, ParameterError
 from forensics.sources.collect import ReadResult, read_lines
-from forensics.sources.collect.layout import EngineSource, NodeRule, resolve_sources
+from forensics.sources.collect.layout import METRICS_RE, EngineSource, NodeRule, resolve_sources
 from forensics.sources.engine.catalogue import catalogue
 from forensics.sources.engine.prefix import NO_TS
 from forensics.sources.engine.redact import redact_raw
@@ -76,16 +76,13 @@ TABLES = ("engine_batches", "engine_requests", "engine_rejections", "engine_even
           "router_requests", "engine_other_lines")
 
 
-#: ``--export-metrics-to-file`` files (request-metrics JSONL), by name: their hour.
-_METRICS = re.compile(r"sglang-request-metrics-(?P<d>\d{8})_(?P<h>\d{2})")
-
 #: Blocks read per file (decompressed bytes).
 BLOCK_BYTES = 16 << 20
 
 
 def _file_hour(src: EngineSource, tz: str) -> dt.datetime | None:
     """The hour a request-metrics file covers (from its name), in UTC; None if not in the name."""
-    m = _METRICS.search(src.path.name)
+    m = METRICS_RE.search(src.path.name)
     if not m:
         return None
     local = dt.datetime.strptime(m.group("d") + m.group("h"), "%Y%m%d%H")
