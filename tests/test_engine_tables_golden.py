@@ -70,8 +70,8 @@ def test_digest_ignores_file_ids_and_order() -> None:
         con.execute(schema_sql())
         con.execute(f"INSERT INTO evidence_files (file_id, path, sha256, size, kind) VALUES ({fid}, '/x/engine/n/a.log', "
                     "'s', 1, 'engine')")
-    a.execute("INSERT INTO engine_http (node, status, file_id, line_no) VALUES ('n', 200, 1, 1), ('n', 404, 1, 2)")
-    b.execute("INSERT INTO engine_http (node, status, file_id, line_no) VALUES ('n', 404, 7, 2), ('n', 200, 7, 1)")
+    a.execute("INSERT INTO engine_http (node, pod, status, file_id, line_no) VALUES ('n', 'n', 200, 1, 1), ('n', 'n', 404, 1, 2)")
+    b.execute("INSERT INTO engine_http (node, pod, status, file_id, line_no) VALUES ('n', 'n', 404, 7, 2), ('n', 'n', 200, 7, 1)")
     assert table_digests(a) == table_digests(b)
     b.execute("UPDATE engine_http SET status = 500 WHERE line_no = 2")
     assert table_digests(a) != table_digests(b)
