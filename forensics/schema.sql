@@ -308,7 +308,7 @@ CREATE TABLE IF NOT EXISTS router_requests (
 
 -- One row per startup line of an engine (the input of engine_starts).
 CREATE TABLE IF NOT EXISTS engine_startup_facts (
-    node         VARCHAR NOT NULL,
+    node         VARCHAR NOT NULL,  -- the logical node
     pod          VARCHAR NOT NULL,  -- the process (Kubernetes pod, host/unit); = node when the logs name none
     ts           TIMESTAMP,
     ts_inferred  BOOLEAN,
@@ -325,15 +325,15 @@ CREATE TABLE IF NOT EXISTS engine_startup_facts (
 -- recognised, for coverage. family: 'engine' (SGLang's own lines), 'router', 'foreign' (another
 -- library sharing the log), 'noise' (blank lines, progress bars), 'unknown' (unrecognised).
 CREATE TABLE IF NOT EXISTS engine_line_kinds (
-    file_id     INTEGER NOT NULL,
-    node        VARCHAR NOT NULL,
-    pod         VARCHAR NOT NULL,
-    kind        VARCHAR NOT NULL,
-    family      VARCHAR NOT NULL,
-    n_lines     BIGINT NOT NULL,
+    file_id     INTEGER NOT NULL,  -- the engine file (evidence_files)
+    node        VARCHAR NOT NULL,  -- the logical node the lines went to
+    pod         VARCHAR NOT NULL,  -- the process (as on every engine table)
+    kind        VARCHAR NOT NULL,  -- the catalogue's kind name (docs/engine.md), 'unrecognised' included
+    family      VARCHAR NOT NULL,  -- engine | router | foreign | noise | unknown
+    n_lines     BIGINT NOT NULL,   -- lines of this kind (joined partial lines count once)
     first_line  BIGINT,      -- the first line of this kind
     first_ts    TIMESTAMP,   -- time span of the lines of this kind that have a time (UTC)
-    last_ts     TIMESTAMP
+    last_ts     TIMESTAMP    -- (UTC)
 );
 
 -- Every other engine/router line, by kind, so nothing read is lost (text capped at 1 KiB).
