@@ -142,19 +142,6 @@ CREATE TABLE IF NOT EXISTS engine_starts (
     line_no               BIGINT
 );
 
--- Startup facts of every engine start (the lines engine_starts is rebuilt from), per file and line.
-CREATE TABLE IF NOT EXISTS engine_startup_facts (
-    node         VARCHAR NOT NULL,
-    ts           TIMESTAMP,
-    ts_inferred  BOOLEAN,
-    ranks        VARCHAR,
-    fact         VARCHAR,   -- server_args | kv_cache | max_total | ready | bootstrap | pool_warning | other
-    file_id      INTEGER NOT NULL,
-    line_no      BIGINT NOT NULL,
-    args         VARCHAR,   -- server_args: JSON object of the parsed arguments (secrets redacted)
-    text         VARCHAR    -- other facts: the message (capped at 1 KiB)
-);
-
 -- Scheduler batch lines ('Prefill batch.' / 'Decode batch,' ...): load over time.
 CREATE TABLE IF NOT EXISTS engine_batches (
     node          VARCHAR NOT NULL,
@@ -333,7 +320,9 @@ CREATE TABLE IF NOT EXISTS engine_line_kinds (
     n_lines     BIGINT NOT NULL,   -- lines of this kind (joined partial lines count once)
     first_line  BIGINT,      -- the first line of this kind
     first_ts    TIMESTAMP,   -- time span of the lines of this kind that have a time (UTC)
-    last_ts     TIMESTAMP    -- (UTC)
+    last_ts     TIMESTAMP,   -- (UTC)
+    last_line   BIGINT       -- the file's last line read when it is of this kind (else NULL): a grown
+                             -- version that reads an open last line again uncounts it here
 );
 
 -- Every other engine/router line, by kind, so nothing read is lost (text capped at 1 KiB).

@@ -570,3 +570,76 @@ def test_sample_reproduces_truth() -> None:
         roles = {r for (r,) in case.sql("SELECT DISTINCT role FROM engine_starts WHERE node = $n",
                                         {"n": node}).fetchall()}
         assert roles == {info["role"]}
+
+
+# -- the evidence ledger in the engine loader -----------------------------------------------------
+
+
+def test_a_log_that_grows_while_it_is_read_loads_exactly_the_bytes_seen_at_open(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A live log appended to after it was hashed: the snapshot is the evidence, the rest waits."""
+    from forensics.sources.engine import loader
+
+    src = (FIX / "v0_5_23" / "decode-9.log").read_bytes().splitlines(keepends=True)
+    log = tmp_path / "decode-9" / "sglang.log"
+    log.parent.mkdir()
+    log.write_bytes(b"".join(src[:8]))
+    real = loader.fingerprint
+
+    def then_append(snap: Any, cuts: Any) -> Any:
+        fp = real(snap, cuts)
+        with open(log, "ab") as fh:  # the engine writes on while the loader hashes and reads
+            fh.write(b"".join(src[8:]))
+        return fp
+
+    monkeypatch.setattr(loader, "fingerprint", then_append)
+    case = open_case(tmp_path / "c.duckdb")
+    f = case.ingest_engine([tmp_path / "decode-9"], tz="UTC").files[0]
+    assert (f.lines_read, f.reconciles) == (8, True)
+    assert any("while it was read: its first" in w and "read by the next ingest" in w for w in f.warnings)
+    import hashlib
+
+    assert one(case, "SELECT sha256, size FROM evidence_files") == (
+        hashlib.sha256(b"".join(src[:8])).hexdigest(), len(b"".join(src[:8])))
+    monkeypatch.setattr(loader, "fingerprint", real)
+    g = case.ingest_engine([tmp_path / "decode-9"], tz="UTC").files[0]
+    assert g.lines_read == len(src) - 8 and any("grew since file_id 1" in w for w in g.warnings)
+
+
+def test_the_same_bytes_twice_in_one_ingest_are_read_once(tmp_path: Path) -> None:
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "sglang.log").write_bytes((FIX / "v0_5_6" / "decode-0.log").read_bytes())
+    s = open_case(":memory:").ingest_engine([f"n={tmp_path / 'a'}", f"n={tmp_path / 'b'}"], tz="UTC")
+    assert [f.skipped for f in s.files] == [None, "already in case as file_id 1"]
+
+
+def test_a_refused_file_leaves_no_evidence_of_any_file_of_the_ingest(tmp_path: Path) -> None:
+    """The refusal comes while other files are in flight: none of them stays half loaded."""
+    from forensics.errors import InputError
+
+    (tmp_path / "n").mkdir()
+    (tmp_path / "n" / "sglang.log").write_bytes((FIX / "v0_5_6" / "decode-0.log").read_bytes())
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "sglang.log").write_bytes(b"lorem ipsum\n" * 10)
+    case = open_case(":memory:")
+    with pytest.raises(InputError, match="not an SGLang engine or router log"):
+        case.ingest_engine([f"n={tmp_path / 'n'}", f"m={tmp_path / 'm'}"], tz="UTC")
+    assert one(case, "SELECT count(*) FROM evidence_files") == (0,)
+    assert one(case, "SELECT count(*) FROM engine_batches") == (0,)
+
+
+def test_a_superseded_open_last_line_is_counted_once_by_kind(tmp_path: Path) -> None:
+    """engine_line_kinds agrees with evidence_files when a grown version re-reads an open last line."""
+    src = (FIX / "v0_5_23" / "decode-9.log").read_bytes()
+    log = tmp_path / "decode-9" / "sglang.log"
+    log.parent.mkdir()
+    cut = src.index(b"\n", len(src) // 2) - 5  # the copy ends 5 bytes before a line end
+    log.write_bytes(src[:cut])
+    case = open_case(tmp_path / "c.duckdb")
+    case.ingest_engine([tmp_path / "decode-9"], tz="UTC")
+    log.write_bytes(src)
+    case.ingest_engine([tmp_path / "decode-9"], tz="UTC")
+    assert case.sql("SELECT file_id, sum(n_lines) FROM engine_line_kinds GROUP BY 1 ORDER BY 1").fetchall() == \
+        case.sql("SELECT file_id, lines_read FROM evidence_files ORDER BY 1").fetchall()
+    assert one(case, "SELECT sum(lines_read) FROM evidence_files") == (src.count(b"\n"),)

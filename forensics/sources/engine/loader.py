@@ -1,26 +1,37 @@
 """The engine loader: files in, typed tables and evidence records out.
 
-For each file (oldest rotation first, see :mod:`.sources`): register it as evidence, read it in
-blocks (:mod:`.read`), scan each block (:mod:`.scan`) and insert the typed Arrow tables into
-DuckDB, one transaction per segment of blocks; then record the file's counts (lines read =
-loaded + rejected, lines by kind) and rebuild ``engine_starts`` for the nodes touched
-(:mod:`.starts`). Reading and decompressing the next block runs in a thread while DuckDB inserts
-the last one (numba's scanner, ISA-L, hashlib and DuckDB all release the GIL), and each file's
-sha256 is computed ahead in another thread.
+Every file goes through the evidence ledger (:mod:`forensics.sources.ledger`), in three steps:
+
+1. **begin** (:func:`_register`): the file's sha256 (and its prefixes at the sizes of known files)
+   decides: skip it (same bytes in the case), load only its new lines (a grown version of a known
+   file), or load it whole; its ``evidence_files`` row is written with ``status = 'loading'``;
+2. **segments** (:func:`_run`): the collection stage reads it (oldest rotation first), each block
+   is scanned (:mod:`.scan`) and the typed Arrow tables are inserted into DuckDB, one transaction
+   per segment of blocks;
+3. **finish** (:func:`_finish`): its rejected lines, lines by kind, counts (lines read = loaded +
+   rejected + joined + framing), ``status = 'done'`` and the nodes whose ``engine_starts`` must be
+   rebuilt are written in **one** transaction.
+
+An ingest killed at any point leaves only 'loading' rows, which the next one rolls back and reads
+again; ``engine_starts`` is rebuilt (:mod:`.starts`) for every node marked stale, in the
+transaction that clears the marks. Reading and decompressing runs in threads while DuckDB inserts
+(numba's scanner, ISA-L, hashlib and DuckDB all release the GIL), and each file's sha256 is
+computed ahead in another thread.
 
 Example:
     >>> from forensics.case import open_case
     >>> from forensics.sample import sample_dir
     >>> case = open_case(":memory:")
     >>> s = case.ingest_engine([f"prefill-0={sample_dir() / 'engine' / 'prefill-0'}"], tz="Asia/Singapore")
-    >>> s.files[0].node, all(f.reconciles for f in s.files)
-    ('prefill-0', True)
+    >>> all(f.reconciles for f in s.files), case.sql("SELECT DISTINCT status FROM evidence_files").fetchall()
+    (True, [('done',)])
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import os
 import queue
 import re
@@ -40,25 +51,34 @@ from forensics.sources.collect import ReadResult, read_lines
 from forensics.sources.collect.layout import METRICS_RE, EngineSource, NodeRule, resolve_sources
 from forensics.sources.engine.catalogue import catalogue
 from forensics.sources.engine.prefix import NO_TS
-from forensics.sources.engine.redact import redact_raw
 from forensics.sources.engine.scan import Scanned, Scanner
 from forensics.sources.engine.sql import INSERTS, MACROS
 from forensics.sources.engine.starts import rebuild_starts
-from forensics.sources.engine.timeinfer import LocalToUtc
+from forensics.sources.engine.timeinfer import Carry, LocalToUtc
 from forensics.sources.engine.zones import zone_findings
 from forensics.sources.files import (
-    finish_file,
+    Fingerprint,
+    Snapshot,
+    Unreadable,
+    fingerprint,
     progress_bar,
-    register_file,
-    sha256_file,
     store_rejected,
+)
+from forensics.sources.ledger import (
+    HEAD_BYTES,
+    Decision,
+    FileLoad,
+    Ledger,
+    crash_point,
+    database_errors,
 )
 from forensics.sources.lines import LineBatch
 from forensics.sources.summary import FileSummary, IngestSummary
 from forensics.sources.timezones import check_tz
 
 if TYPE_CHECKING:
-    from forensics.case import Case
+    # loaders see the case only through its load target (connection, clock, budget, temp dir)
+    from forensics.case import LoadTarget as Case
 
 #: Arrow bytes (typed rows) inserted per transaction: bounds the loader's own memory. Typed rows
 #: take about a third of the text they come from, so a segment covers ~200 MB of log text: few
@@ -100,17 +120,17 @@ def _merge_span(a: tuple[int, int, int] | None, b: tuple[int, int, int]) -> tupl
     return (min(a[0], b[0]), min(los) if los else NO_TS, max(a[2], b[2]))
 
 
-def _refuse_if_not_engine(case: Case, src: EngineSource, file_id: int, out: Scanned) -> None:
+def _refuse_if_not_engine(src: EngineSource, out: Scanned) -> None:
     """A file none of whose first lines is an SGLang or router line is not engine evidence.
 
     It could only give false facts (a gateway CSV quoting a rejection message would become an
-    admission limit), so it is refused before anything of it is stored.
+    admission limit), so it is refused before anything of it is stored (the ingest discards the
+    evidence rows of every file not yet done).
     """
     lines = sum(out.counts.values())
     nonblank = lines - out.counts.get("blank", 0)
     if nonblank == 0 or out.sglang_lines > 0:
         return
-    case.con.execute("DELETE FROM evidence_files WHERE file_id = $f", {"f": file_id})
     sample = out.unrecognised[0][1][:120] if out.unrecognised else ""
     where = f" (line {out.unrecognised[0][0]}: {sample!r})" if out.unrecognised else ""
     raise InputError(
@@ -134,18 +154,26 @@ def _mostly_unrecognised(src: EngineSource, counts: Counter[str], unrec: list[tu
 
 
 def _store_line_kinds(case: Case, file_id: int, counts: Counter[tuple[str, str, str]],
-                      spans: dict[tuple[str, str, str], tuple[int, int, int]]) -> None:
+                      spans: dict[tuple[str, str, str], tuple[int, int, int]], last: tuple[int, str] | None) -> None:
     cat = catalogue()
     fam = {k.name: k.family for k in cat.kinds}
     rows = []
     for (node, pod, k), n in sorted(counts.items()):
         ln, lo, hi = spans.get((node, pod, k), (None, NO_TS, NO_TS))
         rows.append((file_id, node, pod, k, fam.get(k, "unknown"), n, ln, lo if lo != NO_TS else None,
-                     hi if hi != NO_TS else None))
+                     hi if hi != NO_TS else None, last[0] if last is not None and last[1] == k else None))
     if rows:
         case.con.executemany(
-            "INSERT INTO engine_line_kinds VALUES (?, ?, ?, ?, ?, ?, ?, make_timestamp(?::BIGINT), "
-            "make_timestamp(?::BIGINT))", rows)
+            "INSERT INTO engine_line_kinds (file_id, node, pod, kind, family, n_lines, first_line, first_ts, "
+            "last_ts, last_line) VALUES (?, ?, ?, ?, ?, ?, ?, make_timestamp(?::BIGINT), make_timestamp(?::BIGINT), ?)",
+            rows)
+
+
+def _supersede_line_kind(case: Case, prior_file_id: int, line: int) -> None:
+    """The prior version's open last line is read again, whole, by its grown version: uncount it."""
+    case.con.execute("UPDATE engine_line_kinds SET n_lines = n_lines - 1, last_line = NULL "
+                     "WHERE file_id = $f AND last_line = $l", {"f": prior_file_id, "l": line})
+    case.con.execute("DELETE FROM engine_line_kinds WHERE file_id = $f AND n_lines = 0", {"f": prior_file_id})
 
 
 _NAME_DATE = re.compile(r"(?<!\d)(20\d\d)-?(\d\d)-?(\d\d)(?!\d)")
@@ -176,7 +204,7 @@ def _checkpoint_threshold(con: duckdb.DuckDBPyConnection, value: str) -> Iterato
 
 
 class _Writer:
-    """Collects a segment's Arrow tables (per node and pod) and inserts them in one transaction."""
+    """Collects a segment's Arrow tables (per node and pod) and inserts them."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, file_id: int) -> None:
         self.con = con
@@ -189,27 +217,34 @@ class _Writer:
             if t.num_rows:
                 self.parts.setdefault((node, pod, table), []).append(t)
 
+    def write(self) -> None:
+        """Insert the rows collected, inside the caller's transaction."""
+        con = self.con
+        for (node, pod, table), parts in self.parts.items():
+            t = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
+            con.register("_eng_rows", t)
+            try:
+                con.execute(INSERTS[table], {"node": node, "pod": pod, "file_id": self.file_id})
+            finally:
+                con.unregister("_eng_rows")
+            if table != "engine_startup_facts":
+                self.rows[table] += t.num_rows
+        self.parts.clear()
+
     def commit(self) -> None:
+        """One segment of a file not yet done: its rows in a transaction of their own."""
         if not self.parts:
             return
         con = self.con
         con.execute("BEGIN TRANSACTION")
         try:
-            for (node, pod, table), parts in self.parts.items():
-                t = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
-                con.register("_eng_rows", t)
-                try:
-                    con.execute(INSERTS[table], {"node": node, "pod": pod, "file_id": self.file_id})
-                finally:
-                    con.unregister("_eng_rows")
-                if table != "engine_startup_facts":
-                    self.rows[table] += t.num_rows
+            self.write()
             con.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(duckdb.Error):
                 con.execute("ROLLBACK")
             raise
-        self.parts.clear()
+        crash_point("engine", "segment")
 
 
 def ingest_engine(
@@ -221,69 +256,124 @@ def ingest_engine(
     chunk_bytes: int = BLOCK_BYTES,
     segment_bytes: int = SEGMENT_BYTES,
     node_map: str | os.PathLike[str] | None = None,
+    skip_unreadable: bool = False,
     **options: Any,
 ) -> IngestSummary:
     """Load SGLang engine/router logs (``[NODE=]PATH`` items) and rebuild ``engine_starts``.
 
-    Files may be plain or collected (CRI, Docker, journald, syslog, shipper exports: detected per
-    file, :mod:`forensics.sources.collect`). ``tz`` is the zone of the engines' local times, or
-    ``auto`` (each file's offset from its collector's UTC times). ``node_map`` is a TOML file of
-    ``"regex" = "node"`` pairs grouping pods into logical nodes.
+    ``case`` is the case's load target (``Case.target()``). Files may be plain or collected (CRI,
+    Docker, journald, syslog, shipper exports: detected per file, :mod:`forensics.sources.collect`).
+    ``tz`` is the zone of the engines' local times, or ``auto`` (each file's offset from its
+    collector's UTC times). ``node_map`` is a TOML file of ``"regex" = "node"`` pairs grouping pods
+    into logical nodes. ``skip_unreadable`` lists a file that cannot be opened as not read instead
+    of failing. An interrupted earlier load is rolled back and read again, a file already in the
+    case is skipped, a grown one loads only its new lines.
 
     Example:
         >>> from forensics.case import open_case
-        >>> s = ingest_engine(open_case(":memory:"), ["decode-0=tests/fixtures/engine/v0_5_6/decode-0.log"])
-        >>> s.files[0].node, s.files[0].reconciles
-        ('decode-0', True)
+        >>> from forensics.sample import sample_dir
+        >>> s = ingest_engine(open_case(":memory:").target(), [f"d={sample_dir() / 'engine' / 'decode-0'}"])
+        >>> s.files[0].node, all(f.reconciles for f in s.files)
+        ('d', True)
     """
     if options:
         raise ParameterError(f"unknown engine option(s): {', '.join(sorted(options))}",
-                             hint="engine ingest takes paths, tz, node_map and quiet")
+                             hint="engine ingest takes paths, tz, node_map, skip_unreadable and quiet")
     t0 = time.perf_counter()
     con = case.con
     # auto: each file's offset from its collection wrapper's UTC times (timezones.auto_offsets)
     tz = "auto" if tz.strip().lower() == "auto" else check_tz(tz)
     rule = NodeRule.load(node_map)
     layout_warnings: list[str] = []
-    sources = resolve_sources(paths, node_map=rule, warnings=layout_warnings)
+    unread: list[Unreadable] = []
+    sources = resolve_sources(paths, node_map=rule, warnings=layout_warnings, skip_unreadable=skip_unreadable,
+                              unread=unread)
     con.execute(MACROS)
     summary = IngestSummary()
+    summary.files.extend(FileSummary(path=str(u.path), kind="engine", not_read=u.reason) for u in unread)
     if layout_warnings:
         summary.notes["engine layout warnings"] = layout_warnings
     kinds: Counter[str] = Counter()
     samples: list[str] = []
-    touched: set[str] = set()
-    total_bytes = sum(s.path.stat().st_size for s in sources)
+    led = Ledger(case, "engine", counted=TABLES)
+    jobs: list[_Job] = []
     # Up to FILES_IN_FLIGHT files are read, decompressed and scanned at once, each in its own
     # thread with its own cursor (the macros of the rare kinds' SQL); this thread does every
     # insert. Files are registered in their reading order, so file ids do not depend on timing.
     # Arrow tables of the segments being filled and the blocks in flight live outside DuckDB's
     # accounting: its limit is lowered by them while the loader runs. The files' sha256 (needed
-    # first, for the idempotency check) are computed ahead in a thread.
+    # first: skip, growth) are computed ahead in a thread, over exactly the bytes seen at open.
     pool = ThreadPoolExecutor(max_workers=1)
     try:
-        with case.loading(reserve_bytes=FILES_IN_FLIGHT * (segment_bytes + 3 * chunk_bytes)), \
-                _checkpoint_threshold(con, CHECKPOINT_THRESHOLD), progress_bar(quiet, total_bytes, "engine") as bar:
-            digests = [pool.submit(sha256_file, s.path) for s in sources]
-            jobs: list[_Job] = []
-            for src, digest in zip(sources, digests, strict=True):
-                job = _register(case, src, digest.result(), tz, chunk_bytes, rule)
+        with case.loading(reserve_bytes=FILES_IN_FLIGHT * (segment_bytes + 3 * chunk_bytes)), database_errors(), \
+                _checkpoint_threshold(con, CHECKPOINT_THRESHOLD), \
+                progress_bar(quiet, sum(s.path.stat().st_size for s in sources), "engine") as bar:
+            recovered = led.recover()
+            if recovered:
+                summary.notes["engine: interrupted loads rolled back and read again"] = ", ".join(
+                    r.path for r in recovered)
+                with led.transaction():
+                    for r in recovered:
+                        if r.node is not None:
+                            led.mark_stale("engine_starts", r.node)
+            snaps: list[Snapshot | str] = []
+            for src in sources:
+                try:
+                    snaps.append(Snapshot.take(src.path))
+                except InputError as exc:
+                    if not skip_unreadable:
+                        raise
+                    cause = exc.__cause__
+                    snaps.append(str(getattr(cause, "strerror", None) or cause or "unreadable").lower())
+            known = led.has_known()
+            digests = [sn if isinstance(sn, str) else
+                       pool.submit(fingerprint, sn, led.prefix_sizes(sn.size, _head_sha(sn)) if known else [])
+                       for sn in snaps]
+            seen: dict[str, int] = {}
+            for src, snap, fut in zip(sources, snaps, digests, strict=True):
+                if isinstance(snap, str) or isinstance(fut, str):
+                    summary.files.append(FileSummary(path=str(src.path), kind="engine", node=src.node,
+                                                     not_read=str(fut)))
+                    continue
+                job = _register(led, src, snap, fut.result(), tz, chunk_bytes, rule, seen)
                 summary.files.append(job.fs)
-                if job.fs.skipped is None:
+                if job.load is not None:
                     jobs.append(job)
             for job in _run(jobs, segment_bytes):
-                _finish(case, job, kinds, samples)
-                touched.update(node for node, _ in job.scanners)
+                moved = job.snap.changed()
+                if moved is None:
+                    _finish(led, job, kinds, samples)
+                else:
+                    _finish_from_copy(led, job, moved, segment_bytes, kinds, samples)
+                job.done = True
                 if bar is not None:
-                    bar.update(bar.task_ids[0], advance=job.src.path.stat().st_size, file=job.src.path.name)
+                    bar.update(bar.task_ids[0], advance=job.snap.size, file=job.src.path.name)
+            # every node whose files changed (now, or in an ingest that died before this point)
+            stale = sorted(led.stale("engine_starts"))
+            crash_point("engine", "rebuild")
+            with led.transaction():
+                starts = rebuild_starts(case, stale)
+                led.clear_stale("engine_starts", stale)
+    except BaseException:
+        # files begun and not done go with their rows (else the next ingest rolls them back)
+        unfinished = [j.file_id for j in jobs if not j.done]
+        if unfinished:
+            with contextlib.suppress(duckdb.Error), led.transaction():
+                led.discard(unfinished)
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    starts = rebuild_starts(case, touched)
     summary.elapsed_s = time.perf_counter() - t0
     summary.notes["engine line kinds"] = dict(sorted(kinds.items(), key=lambda kv: -kv[1]))
     summary.notes["engine unrecognised sample"] = samples
     summary.notes["engine starts"] = starts
     return summary
+
+
+def _head_sha(snap: Snapshot) -> str:
+    """sha256 of the file's first bytes: which known files it may be a grown version of."""
+    with snap.open() as fh:
+        return hashlib.sha256(fh.read(HEAD_BYTES)).hexdigest()
 
 
 @dataclass
@@ -297,10 +387,16 @@ class _Job:
     case: Case
     src: EngineSource
     fs: FileSummary
+    snap: Snapshot
     tz: str = "UTC"
     rule: NodeRule | None = None
     file_id: int = 0
     chunk_bytes: int = BLOCK_BYTES
+    #: the ledger's handle (None: skipped)
+    load: FileLoad | None = None
+    #: where the bytes are read from (a private copy when the file moved while it was read)
+    path: Any = None
+    done: bool = False
     result: ReadResult | None = None
     scanners: dict[tuple[str, str], Scanner] = field(default_factory=dict)
     writer: _Writer | None = None
@@ -312,6 +408,24 @@ class _Job:
     blocks: int = 0
     staged: int = 0
     collector_inexact: bool = False
+    #: where a grown version resumes: the decompressed byte after the last line end, that line,
+    #: and whether the last line read had no line end (cut, or still being written)
+    end_offset: int = 0
+    end_line: int = 0
+    open_tail: bool = False
+    #: (line_no, kind) of the last line read (uncounted in engine_line_kinds if a grown version re-reads it)
+    last_kind: tuple[int, str] | None = None
+
+    @property
+    def decision(self) -> Decision:
+        assert self.load is not None
+        return self.load.decision
+
+    def again(self, path: Any) -> _Job:
+        """A fresh job for the same evidence row, reading ``path``."""
+        return _Job(case=self.case, src=self.src, fs=self.fs, snap=self.snap, tz=self.tz, rule=self.rule,
+                    file_id=self.file_id, chunk_bytes=self.chunk_bytes, load=self.load, path=path,
+                    writer=_Writer(self.case.con, self.file_id))
 
     def scanner(self, node: str, pod: str) -> Scanner:
         sc = self.scanners.get((node, pod))
@@ -321,31 +435,68 @@ class _Job:
             sc = Scanner(cur, tz=self.tz, metrics=self.src.kind == "metrics", to_utc=LocalToUtc(self.tz))
             sc.file_hour = _file_hour(self.src, self.tz)
             sc.days.file_day = _file_day(self.src)
+            prior = self.decision.prior
+            if prior is not None:
+                # a grown file: its first lines may continue the earlier version's last dated line
+                sc.carry = _carry_from(cur, prior.file_id, node, pod)
             self.scanners[(node, pod)] = sc
         return sc
 
     def scanned(self) -> Iterator[tuple[str, str, Scanned]]:
-        """Runs in the file's reading thread: read (collection stage), repair, split by pod, scan."""
+        """Runs in the file's reading thread: read (collection stage), split by pod, scan."""
         src = self.src
-        reader = read_lines(src.path, block_bytes=self.chunk_bytes,
+        d = self.decision
+        reader = read_lines(self.path or src.path, block_bytes=self.chunk_bytes, start_offset=d.start_offset,
+                            start_line=d.first_line,
                             context={"tz": "UTC" if self.tz == "auto" else self.tz,
                                      "node_rule": None if src.fixed_node else self.rule,
                                      "fixed_node": src.fixed_node})
         file_pod = src.pod or src.node
+        last: LineBatch | None = None
         for b in reader:
             if not b.collector_exact:
                 # zone-less collector times (RFC 3164 syslog) were converted with --engine-tz itself:
                 # they fill lines without a time but cannot check (or derive) the engine's zone
                 self.collector_inexact = True
+            if b.phys_lines or b.rejected:
+                last = b
             if b.rejected:
-                self.rejected.extend((ln, reason, redact_raw(raw)) for ln, reason, raw in b.rejected)
+                self.rejected.extend(b.rejected)
             if not len(b):
                 continue
             for node, pod, part in _by_pod(b, src, file_pod):
-                yield node, pod, self.scanner(node, pod).scan(part, exact_collector=not self.collector_inexact)
-        self.result = reader.result
+                out = self.scanner(node, pod).scan(part, exact_collector=not self.collector_inexact)
+                if out.last_kind is not None and (self.last_kind is None or out.last_kind[0] > self.last_kind[0]):
+                    self.last_kind = out.last_kind
+                yield node, pod, out
+        res = self.result = reader.result
+        self._resume_point(res, last)
         for (node, pod), sc in self.scanners.items():
             yield node, pod, sc.flush()
+
+    def _resume_point(self, res: ReadResult, last: LineBatch | None) -> None:
+        """Where a grown version of this file resumes: after the last line end (an open last line,
+        cut or still being written, is read again whole by that version)."""
+        self.end_offset, self.end_line = res.next_offset, res.next_line - 1
+        if last is None:
+            return
+        cut = [raw for _, reason, raw in last.rejected if reason.startswith("line cut off")]
+        if cut and not len(last):
+            self.open_tail, self.end_offset = True, res.next_offset - len(cut[-1])
+        elif len(last) and last.buf.size and int(last.buf[-1]) != 10:
+            self.open_tail, self.end_offset = True, int(last.offset[-1])
+        if self.open_tail:
+            self.end_line -= 1
+
+
+def _carry_from(con: duckdb.DuckDBPyConnection, file_id: int, node: str, pod: str) -> Carry:
+    """The last line with a time of its own of an earlier version of a file (for lines without one)."""
+    parts = " UNION ALL ".join(
+        f"SELECT line_no, epoch_us(ts) AS us FROM {t} WHERE file_id = $f AND node = $n AND pod = $p "
+        "AND ts IS NOT NULL AND NOT coalesce(ts_inferred, false)" for t in TABLES)
+    row = con.execute(f"SELECT line_no, us FROM ({parts}) ORDER BY line_no DESC LIMIT 1",
+                      {"f": file_id, "n": node, "p": pod}).fetchall()
+    return Carry(line_no=int(row[0][0]), ts=int(row[0][1])) if row else Carry()
 
 
 def _by_pod(b: LineBatch, src: EngineSource, file_pod: str) -> Iterator[tuple[str, str, LineBatch]]:
@@ -383,22 +534,29 @@ def _subset(b: LineBatch, idx: Any) -> LineBatch:
         node=pick(b.node), sub=pick(b.sub), rejected=(), framing=0)
 
 
-def _register(case: Case, src: EngineSource, digest: str, tz: str, chunk_bytes: int, rule: NodeRule) -> _Job:
+def _register(led: Ledger, src: EngineSource, snap: Snapshot, fp: Fingerprint, tz: str, chunk_bytes: int,
+              rule: NodeRule, seen: dict[str, int]) -> _Job:
+    """Begin: the ledger decides (skip, grown, whole) and the evidence row is written as 'loading'."""
+    case = led.target
     fmt = "sglang-request-metrics" if src.kind == "metrics" else "sglang"
+    fs = FileSummary(path=str(src.path), kind="engine", format=fmt, layer="engine", node=src.node, size=snap.size)
+    job = _Job(case=case, src=src, fs=fs, snap=snap, tz=tz, rule=rule, chunk_bytes=chunk_bytes)
+    decision = led.decide(fp.sha256, snap.size, fp.prefixes)
+    # the same bytes twice in one ingest (a copy beside the original) are read once
+    skip = decision.skip if decision.skip is not None else seen.get(fp.sha256)
+    if skip is not None:
+        fs.file_id = skip
+        fs.skipped = f"already in case as file_id {skip}"
+        return job
     options = {"node": src.node, "tz": tz, "format": fmt, **({"pod": src.pod} if src.pod else {}),
                **({"container": src.container} if src.container else {}),
                **({"namespace": src.namespace} if src.namespace else {})}
-    reg = register_file(case, src.path, kind="engine", format=fmt, layer="engine", node=src.node, tz=tz,
-                        options=options, sha256=digest)
-    fs = FileSummary(path=str(src.path), kind="engine", format=fmt, layer="engine", node=src.node,
-                     size=src.path.stat().st_size)
-    job = _Job(case=case, src=src, fs=fs, tz=tz, rule=rule, chunk_bytes=chunk_bytes)
-    if isinstance(reg, int):
-        fs.file_id = reg
-        fs.skipped = f"already in case as file_id {reg}"
-        return job
-    fs.file_id = job.file_id = reg.file_id
-    job.writer = _Writer(case.con, reg.file_id)
+    with led.transaction():
+        job.load = led.begin(snap, fp.sha256, decision, format=fmt, layer="engine", node=src.node, tz=tz,
+                             options=options, head_sha256=fp.head_sha256)
+    seen[fp.sha256] = job.load.file_id
+    fs.file_id = job.file_id = job.load.file_id
+    job.writer = _Writer(case.con, job.file_id)
     return job
 
 
@@ -406,7 +564,13 @@ _DONE = object()
 
 
 def _run(jobs: list[_Job], segment_bytes: int) -> Iterator[_Job]:
-    """Load the jobs, FILES_IN_FLIGHT at a time; yield each when all its rows are committed."""
+    """Load the jobs, FILES_IN_FLIGHT at a time, a segment per transaction; yield each, in the jobs'
+    order, when all its rows are committed (it is still 'loading' until :func:`_finish`).
+
+    Files are finished in the order of their file ids whatever order their reading ends in: an
+    ingest killed at any point leaves done files that are a prefix of its files, so the next one
+    gives the files it reads again the same ids (the same rows as one clean ingest).
+    """
     q: queue.Queue[tuple[int, Any]] = queue.Queue(maxsize=2 * FILES_IN_FLIGHT)
     stop = threading.Event()
 
@@ -427,6 +591,8 @@ def _run(jobs: list[_Job], segment_bytes: int) -> Iterator[_Job]:
 
     threads: dict[int, threading.Thread] = {}
     nxt = 0
+    read: set[int] = set()
+    ready = 0  # the next job to yield
 
     def start_next() -> None:
         nonlocal nxt
@@ -446,10 +612,13 @@ def _run(jobs: list[_Job], segment_bytes: int) -> Iterator[_Job]:
                 raise item
             if item is _DONE:
                 assert job.writer is not None
-                job.writer.commit()
+                job.writer.commit()  # its last segment; _finish then makes it done
                 threads.pop(i).join()
-                yield job
+                read.add(i)
                 start_next()
+                while ready in read:
+                    yield jobs[ready]
+                    ready += 1
                 continue
             node, pod, out = item
             _absorb(job, node, pod, out)
@@ -465,8 +634,9 @@ def _run(jobs: list[_Job], segment_bytes: int) -> Iterator[_Job]:
 
 def _absorb(job: _Job, node: str, pod: str, out: Scanned) -> None:
     """One scanned block of a job: its counts, and its rows for the next commit."""
-    if job.blocks == 0:
-        _refuse_if_not_engine(job.case, job.src, job.file_id, out)
+    if job.blocks == 0 and job.decision.prior is None:
+        # (a grown file's new part may start with lines of any kind: its first version was read)
+        _refuse_if_not_engine(job.src, out)
     job.blocks += 1
     for k, (ln, lo, hi) in out.spans.items():
         job.spans[(node, pod, k)] = _merge_span(job.spans.get((node, pod, k)), (ln, lo, hi))
@@ -480,12 +650,14 @@ def _absorb(job: _Job, node: str, pod: str, out: Scanned) -> None:
     job.staged += sum(t.nbytes for t in out.tables.values())
 
 
-def _finish(case: Case, job: _Job, kinds: Counter[str], samples: list[str]) -> None:
-    """A loaded file's counts, rejected lines, warnings and lines by kind."""
-    src, fs, counts, res = job.src, job.fs, job.counts, job.result
-    assert job.writer is not None and res is not None
-    n_rej = store_rejected(case, job.file_id, job.rejected)
-    loaded = sum(job.writer.rows.values())
+def _finish(led: Ledger, job: _Job, kinds: Counter[str], samples: list[str], *, moved: str | None = None,
+            sha256: str | None = None) -> None:
+    """Finish: a read file's rejected lines, lines by kind, counts and ``status = 'done'``, and its
+    nodes marked for the ``engine_starts`` rebuild, in one transaction."""
+    case = led.target
+    src, fs, counts, res, load = job.src, job.fs, job.counts, job.result, job.load
+    assert job.writer is not None and res is not None and load is not None
+    decision = load.decision
     router = sum(counts[k] for k in counts if catalogue().kind(k).family == "router")
     if router > sum(counts.values()) - router:
         fs.format = "smg-router"
@@ -493,6 +665,10 @@ def _finish(case: Case, job: _Job, kinds: Counter[str], samples: list[str]) -> N
     if res.status.problem:
         warnings.append(res.status.problem)
     warnings.extend(res.warnings)
+    if moved:
+        warnings.append(f"{moved}: its first {job.snap.size} bytes were read; the rest is read by the next ingest")
+    if decision.prior is not None:
+        warnings.append(f"grew since file_id {decision.prior.file_id} was read: loaded lines {decision.first_line} on")
     scanners = list(job.scanners.values())
     bad = sum(sc.repairs.bad_utf8_count for sc in scanners)
     if bad:
@@ -504,24 +680,57 @@ def _finish(case: Case, job: _Job, kinds: Counter[str], samples: list[str]) -> N
                         "time, dated line or dated file name gives one: their ts is NULL")
     zone_warnings, tz_recorded = zone_findings(src.path.name, job.tz, scanners, job.collector_inexact)
     warnings.extend(zone_warnings)
-    # physical lines = logical lines loaded + joined partial lines + wrapper framing + rejected
-    if loaded + n_rej + res.joined + res.framing != res.lines:
-        warnings.append(f"count mismatch: {res.lines} lines read, {loaded} loaded, {n_rej} rejected, "
-                        f"{res.joined} joined, {res.framing} framing")
     mostly = _mostly_unrecognised(src, counts, job.unrec)
     if mostly:
         warnings.append(mostly)
-    _store_line_kinds(case, job.file_id, job.pod_counts, job.spans)
+    n_rej = len(job.rejected)
+    with led.transaction():  # the file is done in the transaction of its last evidence rows
+        store_rejected(case.con, job.file_id, job.rejected)
+        loaded = sum(job.writer.rows.values())
+        # physical lines = logical lines loaded + joined partial lines + wrapper framing + rejected
+        if loaded + n_rej + res.joined + res.framing != res.lines:
+            warnings.append(f"count mismatch: {res.lines} lines read, {loaded} loaded, {n_rej} rejected, "
+                            f"{res.joined} joined, {res.framing} framing")
+        _store_line_kinds(case, job.file_id, job.pod_counts, job.spans, job.last_kind if job.open_tail else None)
+        if decision.prior is not None and decision.prior.open_tail:
+            _supersede_line_kind(case, decision.prior.file_id, decision.prior.end_line + 1)
+        led.finish(load, lines_read=res.lines, rows_loaded=loaded, rows_rejected=n_rej, rows_duplicate=0,
+                   complete=res.complete, warning="; ".join(warnings) or None, end_offset=job.end_offset,
+                   end_line=job.end_line, open_tail=job.open_tail, format=fs.format)
+        case.con.execute(
+            "UPDATE evidence_files SET wrapper = $w, lines_joined = $j, lines_framing = $f, tz = $tz "
+            "WHERE file_id = $id",
+            {"w": res.wrapper, "j": res.joined, "f": res.framing, "tz": tz_recorded, "id": job.file_id})
+        if sha256 is not None and sha256 != load.sha256:
+            # not only appended to: the bytes loaded (the copy's) are the evidence recorded
+            case.con.execute("UPDATE evidence_files SET sha256 = $s WHERE file_id = $f",
+                             {"s": sha256, "f": job.file_id})
+        for node in sorted({node for node, _ in job.scanners} or {src.node}):
+            led.mark_stale("engine_starts", node)
     fs.lines_read, fs.rows_loaded, fs.rows_rejected = res.lines, loaded, n_rej
     fs.lines_joined, fs.lines_framing = res.joined, res.framing
     fs.complete, fs.warnings = res.complete, warnings
     fs.detected = res.detected
-    finish_file(case, job.file_id, lines_read=res.lines, rows_loaded=loaded, rows_rejected=n_rej,
-                rows_duplicate=0, complete=res.complete, warning="; ".join(warnings) or None, format=fs.format)
-    case.con.execute(
-        "UPDATE evidence_files SET wrapper = $w, lines_joined = $j, lines_framing = $f, tz = $tz WHERE file_id = $id",
-        {"w": res.wrapper, "j": res.joined, "f": res.framing, "tz": tz_recorded, "id": job.file_id})
     kinds.update(counts)
     for ln, text in job.unrec:
         if len(samples) < 5:
             samples.append(f"{src.path.name}:{ln}: {text}")
+
+
+def _finish_from_copy(led: Ledger, job: _Job, moved: str, segment_bytes: int, kinds: Counter[str],
+                      samples: list[str]) -> None:
+    """The file grew or changed while it was read: its rows so far give way, and it is read again
+    from a private copy of exactly the bytes hashed at open (the evidence is the snapshot)."""
+    case = led.target
+    with led.transaction():
+        for table in led.evidence_tables():
+            case.con.execute(f'DELETE FROM "{table}" WHERE file_id = $f', {"f": job.file_id})
+    with case.temp_dir() as d:
+        copy = d / job.src.path.name
+        h = hashlib.sha256()
+        with job.snap.open() as fh, open(copy, "wb") as out:
+            while block := fh.read(1 << 20):
+                h.update(block)
+                out.write(block)
+        for again in _run([job.again(copy)], segment_bytes):
+            _finish(led, again, kinds, samples, moved=moved, sha256=h.hexdigest())

@@ -3,7 +3,8 @@
 Prompt and output carriers (``text=``, ``input_ids=``, ``'text':``, ``messages``, ``content``,
 ``prompt``, ``request_parameters``, ...) and secrets (``api_key``, ``*_token``, ``password``,
 ``authorization``, ``cookie``, ...) are replaced by ``<redacted>`` in any stored text: other
-lines, headers, startup facts, rejected raw bytes. The patterns are RE2 (pyarrow's regex engine,
+lines, headers, startup facts (rejected raw bytes: :func:`forensics.sources.redact.redact_raw`,
+the rule every loader shares). The patterns are RE2 (pyarrow's regex engine,
 the same as DuckDB's), behind a capture-free guard that most lines fail at once.
 
 Example:
@@ -15,8 +16,6 @@ Example:
 """
 
 from __future__ import annotations
-
-import re
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -69,19 +68,3 @@ def cap_text(arr: pa.Array) -> pa.Array:
     if not pc.any(long).as_py():
         return arr
     return pc.if_else(long, pc.utf8_slice_codeunits(arr, 0, TEXT_CAP), arr)
-
-
-_RAW_CUT = re.compile(rb"""(text|input_ids|output_ids|prompt|messages|content|request_parameters)['"]?\s*[:=]""")
-
-
-def redact_raw(raw: bytes) -> bytes:
-    """Rejected raw bytes of request-log lines lose everything from the first text-like key on.
-
-    Example:
-        >>> redact_raw(b'{"rid": "a", "text": "secret"}')
-        b'{"rid": "a", "text": <redacted: rest of line>'
-    """
-    m = _RAW_CUT.search(raw)
-    if m:
-        return raw[: m.end()] + b" <redacted: rest of line>"
-    return raw

@@ -68,6 +68,8 @@ class Scanned:
     spans: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     #: lines with an engine or router prefix, and request records (what makes a file engine evidence)
     sglang_lines: int = 0
+    #: (line_no, kind) of the block's last line
+    last_kind: tuple[int, str] | None = None
 
 
 def canonical_ranks(raw: str) -> str:
@@ -174,6 +176,8 @@ class Scanner:
         names = self.cat.names
         for k, c in zip(uniq.tolist(), cnt.tolist(), strict=True):
             out.counts[names[k] if k >= 0 else "unrecognised"] += c
+        k_last = int(kinds[-1])
+        out.last_kind = (int(batch.line_no[-1]), names[k_last] if k_last >= 0 else "unrecognised")
         ctx = _Ctx(batch, buf, pfx_msg, pkind, pfx, ts, inferred, attached, kinds)
         by_kind = {int(k): np.flatnonzero(kinds == k) for k in uniq.tolist()} if len(uniq) > 1 else \
             {int(uniq[0]): np.arange(n)}
@@ -426,7 +430,8 @@ class Scanner:
             self.con.unregister("_eng_stage")
 
     def _json_records(self, ctx: _Ctx, rows: np.ndarray, out: Scanned, *, metrics: bool) -> list[tuple[str, pa.Table]]:
-        from forensics.sources.engine.sql import REQ_JSON, REQ_METRICS, redact_raw
+        from forensics.sources.engine.sql import REQ_JSON, REQ_METRICS
+        from forensics.sources.redact import redact_raw
 
         stage = pa.table({
             "line_no": pa.array(ctx.batch.line_no[rows]), "byte_offset": pa.array(ctx.batch.offset[rows]),

@@ -12,9 +12,9 @@ Example:
 
 from __future__ import annotations
 
-from forensics.sources.engine.redact import LIT, REDACT_GUARD_RE, REDACT_RE, SECRET_RE, redact_raw
+from forensics.sources.engine.redact import LIT, REDACT_GUARD_RE, REDACT_RE, SECRET_RE
 
-__all__ = ["FACTS", "INSERTS", "MACROS", "REQ_JSON", "REQ_METRICS", "redact_raw"]
+__all__ = ["FACTS", "INSERTS", "MACROS", "REQ_JSON", "REQ_METRICS"]
 
 #: Tokeniser for dataclass / dict reprs (server_args=...): ``name=value`` (group 1), ``'name': value``
 #: (group 2) or a bare literal (consumed whole); group 3 is the scalar value.

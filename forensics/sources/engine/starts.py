@@ -21,9 +21,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from forensics.case import Case
-
-
+    from forensics.case import Case, LoadTarget
 
 
 def _truthy(value: Any) -> bool | None:
@@ -39,7 +37,7 @@ def _as_int(value: Any) -> int | None:
         return None
 
 
-def rebuild_starts(case: Case, nodes: Iterable[str]) -> int:
+def rebuild_starts(case: Case | LoadTarget, nodes: Iterable[str]) -> int:
     """Recompute ``engine_starts`` for ``nodes`` from all their startup facts; return the row count.
 
     A start begins at a ``server_args`` line, or at any startup line seen after the node was
@@ -148,7 +146,7 @@ def rebuild_starts(case: Case, nodes: Iterable[str]) -> int:
     return total
 
 
-def _infer_roles(case: Case, node: str) -> None:
+def _infer_roles(case: Case | LoadTarget, node: str) -> None:
     """Role from the batch lines of each start when server_args did not say it."""
     case.con.execute(
         """
