@@ -434,31 +434,31 @@ def test_an_engine_log_that_grows_while_read_loads_its_snapshot_and_the_rest_nex
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import hashlib
 
-    from forensics.sources import engine
+    from forensics.sources.engine import loader as engine
 
     lines = (ENGINE_FIX / "v0_5_23" / "decode-9.log").read_bytes().splitlines(keepends=True)
     first, rest = b"".join(lines[:8]), b"".join(lines[8:])
     log = tmp_path / "logs" / "decode-9" / "sglang.log"
     log.parent.mkdir(parents=True)
     log.write_bytes(first)
-    real = engine.stage_lines
+    real = engine.fingerprint
     grown: list[bool] = []
 
-    def stage_then_grow(*a: Any, **k: Any) -> Any:
+    def hash_then_grow(*a: Any, **k: Any) -> Any:
         out = real(*a, **k)
-        if not grown:  # the engine appends while the loader reads
+        if not grown:  # the engine appends while the loader hashes and reads
             grown.append(True)
             with open(log, "ab") as fh:
                 fh.write(rest)
         return out
 
-    monkeypatch.setattr(engine, "stage_lines", stage_then_grow)
+    monkeypatch.setattr(engine, "fingerprint", hash_then_grow)
     case = forensics.open_case(tmp_path / "case.duckdb")
     f = case.ingest_engine([tmp_path / "logs"], tz="UTC").files[0]
     assert f.lines_read == 8 and any("grew from" in w and "next ingest" in w for w in f.warnings), f.warnings
     assert case.sql("SELECT sha256, size FROM evidence_files").fetchall() == [
         (hashlib.sha256(first).hexdigest(), len(first))]
-    monkeypatch.setattr(engine, "stage_lines", real)
+    monkeypatch.setattr(engine, "fingerprint", real)
     g = case.ingest_engine([tmp_path / "logs"], tz="UTC").files[0]
     assert g.lines_read == len(lines) - 8
     once = forensics.open_case(tmp_path / "once.duckdb")

@@ -575,37 +575,6 @@ def test_sample_reproduces_truth() -> None:
 # -- the evidence ledger in the engine loader -----------------------------------------------------
 
 
-def test_a_log_that_grows_while_it_is_read_loads_exactly_the_bytes_seen_at_open(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A live log appended to after it was hashed: the snapshot is the evidence, the rest waits."""
-    from forensics.sources.engine import loader
-
-    src = (FIX / "v0_5_23" / "decode-9.log").read_bytes().splitlines(keepends=True)
-    log = tmp_path / "decode-9" / "sglang.log"
-    log.parent.mkdir()
-    log.write_bytes(b"".join(src[:8]))
-    real = loader.fingerprint
-
-    def then_append(snap: Any, cuts: Any) -> Any:
-        fp = real(snap, cuts)
-        with open(log, "ab") as fh:  # the engine writes on while the loader hashes and reads
-            fh.write(b"".join(src[8:]))
-        return fp
-
-    monkeypatch.setattr(loader, "fingerprint", then_append)
-    case = open_case(tmp_path / "c.duckdb")
-    f = case.ingest_engine([tmp_path / "decode-9"], tz="UTC").files[0]
-    assert (f.lines_read, f.reconciles) == (8, True)
-    assert any("while it was read: its first" in w and "read by the next ingest" in w for w in f.warnings)
-    import hashlib
-
-    assert one(case, "SELECT sha256, size FROM evidence_files") == (
-        hashlib.sha256(b"".join(src[:8])).hexdigest(), len(b"".join(src[:8])))
-    monkeypatch.setattr(loader, "fingerprint", real)
-    g = case.ingest_engine([tmp_path / "decode-9"], tz="UTC").files[0]
-    assert g.lines_read == len(src) - 8 and any("grew since file_id 1" in w for w in g.warnings)
-
-
 def test_the_same_bytes_twice_in_one_ingest_are_read_once(tmp_path: Path) -> None:
     for d in ("a", "b"):
         (tmp_path / d).mkdir()
