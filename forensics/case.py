@@ -31,7 +31,7 @@ from forensics.errors import CaseError, ParameterError
 if TYPE_CHECKING:
     from forensics.sources.summary import IngestSummary
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 
 #: DuckDB memory limit while logs are loaded; bounded so multi-GB inputs stream instead of
 #: exhausting RAM (a loader's peak RSS stays under 1 GiB with the default).
