@@ -122,6 +122,9 @@ class Case:
         self.query_memory_limit = _safe_setting(query_memory_limit)
         #: injectable clock for evidence_files.ingested_at (golden tests pin it)
         self.now = now
+        self._closed = False
+        #: the fingerprint of derived tables built in memory (a read-only case whose own are stale)
+        self._facts_in_memory: str | None = None
         temp_dir: str | None = None
         if self.path != ":memory:":
             p = Path(self.path)
@@ -229,8 +232,15 @@ class Case:
         return bool(row and row[0])
 
     def close(self) -> None:
-        """Close the connection (the file stays)."""
-        self.con.close()
+        """Close the connection (the file stays); a writable case first brings its derived tables up to date."""
+        if self._closed:
+            return
+        try:
+            if not self.read_only:
+                self.refresh()
+        finally:
+            self._closed = True
+            self.con.close()
 
     def __enter__(self) -> Case:
         return self
@@ -241,6 +251,11 @@ class Case:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if exc_type is not None:
+            # an interrupted load: the next ingest (which resumes it) rebuilds the derived tables
+            self._closed = True
+            self.con.close()
+            return
         self.close()
 
     def __repr__(self) -> str:
@@ -291,7 +306,9 @@ class Case:
         from forensics.sources.gateway import LOAD_RESERVE_BYTES, ingest_gateway
 
         with self.loading(reserve_bytes=LOAD_RESERVE_BYTES):
-            return ingest_gateway(self, paths, format=format, tz=tz, quiet=quiet, **options)
+            summary = ingest_gateway(self, paths, format=format, tz=tz, quiet=quiet, **options)
+        self.refresh()
+        return summary
 
     def ingest_engine(
         self,
@@ -312,7 +329,35 @@ class Case:
         """
         from forensics.sources.engine import ingest_engine
 
-        return ingest_engine(self, paths, tz=tz, quiet=quiet, **options)
+        summary = ingest_engine(self, paths, tz=tz, quiet=quiet, **options)
+        self.refresh()
+        return summary
+
+    def refresh(self, *, force: bool = False) -> bool:
+        """Rebuild the derived tables (``forensics.facts``) if the evidence changed; True if rebuilt.
+
+        Every ingest ends with it, and so does closing a writable case: call it after editing
+        evidence rows in place with SQL (row counts alone do not show such an edit).
+
+        Example:
+            >>> Case(":memory:").refresh()
+            True
+        """
+        from forensics.facts import refresh
+
+        return refresh(self, force=force)
+
+    def ensure_facts(self) -> None:
+        """Bring the derived tables up to date before a query reads them (see :func:`forensics.facts.ensure`).
+
+        A read-only case whose tables do not match its evidence gets them built in memory.
+
+        Example:
+            >>> Case(":memory:").ensure_facts()
+        """
+        from forensics.facts import ensure
+
+        ensure(self)
 
 
 #: Engines a case can be opened on: ``duckdb`` (the case database file) or ``spark`` (a Parquet

@@ -165,6 +165,26 @@ def ingest(
         click.echo(f"warning: {warning}", err=True)
 
 
+@cli.command()
+@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Rebuild even if they match the evidence.")
+def refresh(case_path: Path, force: bool) -> None:
+    """Rebuild the case's derived tables (request legs, chains, matches) from its evidence.
+
+    Every ingest ends with it; run it on a case an interrupted ingest or another toolkit version
+    left behind, or after editing evidence rows by hand.
+
+    \b
+    Example:
+      forensics refresh case.duckdb
+    """
+    from forensics.case import open_case
+
+    with open_case(case_path) as case:
+        built = case.refresh(force=force)
+    click.echo(f"{case_path}: derived tables {'rebuilt' if built else 'already match the evidence'}")
+
+
 # -- investigate (the scripted pipeline) ------------------------------------------------------------
 
 

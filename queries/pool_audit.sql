@@ -43,8 +43,8 @@ SELECT
     j.max_total_num_tokens,
     j.kv_cache_tokens,
     j.max_total_num_tokens - j.context_len AS pool_minus_context,
-    j.limit_tokens AS admission_limit,
-    j.context_len - j.limit_tokens AS rejected_band_tokens,
+    j.admission_limit,
+    j.context_len - j.admission_limit AS rejected_band_tokens,
     j.verdict,
     COALESCE(r.n_rejections, 0) AS n_scheduler_rejections,
     r.first_rejection,
@@ -57,13 +57,13 @@ SELECT
         WHEN j.verdict = 'exposed' THEN
             'pool ' || CAST(j.max_total_num_tokens AS VARCHAR) || ' < context '
             || CAST(j.context_len AS VARCHAR) || ': prompts of '
-            || CAST(j.limit_tokens AS VARCHAR) || '..' || CAST(j.context_len - 1 AS VARCHAR)
+            || CAST(j.admission_limit AS VARCHAR) || '..' || CAST(j.context_len - 1 AS VARCHAR)
             || ' tokens pass the front end and take the placeholder path'
         WHEN COALESCE(j.role, 'unified') NOT IN ('prefill', 'unified')
              AND j.max_total_num_tokens < j.context_len THEN
             'decode pool smaller than context: not the placeholder trigger, but lower the context length'
         ELSE
-            'scheduler margin only: prompts of ' || CAST(j.limit_tokens AS VARCHAR) || '..'
+            'scheduler margin only: prompts of ' || CAST(j.admission_limit AS VARCHAR) || '..'
             || CAST(j.context_len - 1 AS VARCHAR) || ' tokens pass the front end but are rejected'
             || CASE WHEN COALESCE(r.n_rejections, 0) > 0
                     THEN '; ' || CAST(r.n_rejections AS VARCHAR) || ' scheduler rejection(s) logged in this period'
