@@ -86,6 +86,19 @@ def _code() -> str:
     return hashlib.sha256("\n".join(fact_sql(n) for n in FACTS).encode()).hexdigest()[:16]
 
 
+def fact_reads(name: str) -> list[str]:
+    """The tables and views one fact reads (its ``-- reads:`` header line).
+
+    Example:
+        >>> fact_reads("request_chains")
+        ['request_legs', 'rejections_by_rid', 'transfer_failures']
+    """
+    m = re.search(r"^--\s*reads:\s*(.+?)\s*$", fact_sql(name), flags=re.M)
+    if not m:
+        raise QueryError(f"fact {name}.sql has no '-- reads: ...' header line")
+    return [t.strip() for t in m.group(1).split(",") if t.strip()]
+
+
 def stored_as(name: str) -> str:
     """``'table'`` (built once and kept: costly to compute) or ``'view'`` (cheap, computed when read).
 
