@@ -36,8 +36,10 @@ __all__ = [
     "DEFAULT_WINDOW_S",
     "affected_requests",
     "affected_tenants",
+    "coverage",
     "exposure_windows",
     "hidden_errors",
+    "impact_summary",
     "leak_sources",
     "notification_requests",
     "notifications",
@@ -57,9 +59,9 @@ def _run(
     the query cannot run), after ``check`` and with the derived tables up to date."""
     c = as_case(case)
     try:
+        c.ensure_facts()  # before the check: start_periods reads a derived table
         if check is not None:
             check(c)
-        c.ensure_facts()
         return c.run_query(name, params)
     except BaseException:
         if c is not case:
@@ -105,7 +107,8 @@ def _need_window(
 
 
 def _need_starts(c: Case, what: str) -> None:
-    if _count(c, "SELECT count(*) FROM engine_starts") == 0:
+    # a node with engine lines but no startup lines has a start period of its own (verdict unknown)
+    if _count(c, "SELECT count(*) FROM start_periods") == 0:
         raise CaseError(
             f"{what}: the case has no engine startup lines (engine_starts is empty)",
             hint="ingest the SGLang engine logs of every prefill and decode node "
@@ -324,6 +327,39 @@ def post_fix_check(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBP
         'pass'
     """
     return _run(case, "post_fix_check", check=lambda c: _need_starts(c, "post-fix check"), node=node)
+
+
+def impact_summary(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBPyRelation:
+    """The headline answers: was a node exposed, is it over? (yes / no / unknown, with what they rest on).
+
+    One row per question (``exposed``, ``over``): ``answer``, ``n`` (the starts or checks it
+    rests on), ``n_nodes``, ``n_unknown`` and ``unknown_starts`` (the node starts the logs do not
+    judge), ``detail`` (the answer as one sentence). A start whose pool or context length is not in
+    the logs turns "no" and "yes, it is over" into ``unknown``. ``node``: one node's starts and checks.
+
+    Example:
+        >>> from forensics.sample import sample_case
+        >>> impact_summary(sample_case()).df()[["question", "answer", "n"]].values.tolist()
+        [['exposed', 'yes', 3], ['over', 'yes', 13]]
+    """
+    return _run(case, "impact_summary", node=node)
+
+
+def coverage(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBPyRelation:
+    """What the engine logs show, per node and file: lines by kind, share recognised, startup facts, span, wrapper, zone.
+
+    Columns: node, file_id, path, format, wrapper, tz, lines_read, lines_joined, rows_loaded,
+    rows_rejected, complete, lines_by_kind, lines_recognised, lines_foreign, lines_unknown,
+    share_recognised, first_ts, last_ts, n_starts, with_pool, with_context, node_verdict,
+    node_unknown_starts (see queries/coverage.sql). ``node``: one node's files.
+
+    Example:
+        >>> from forensics.sample import sample_case
+        >>> cov = coverage(sample_case()).df()
+        >>> sorted(set(cov.node_verdict.dropna()))
+        ['exposed', 'ok']
+    """
+    return _run(case, "coverage", node=node)
 
 
 def hidden_errors(

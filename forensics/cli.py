@@ -550,6 +550,8 @@ ANALYSIS_COMMANDS: dict[str, str] = {
     "mismatch": "token_mismatch",
     "hidden": "hidden_errors",
     "postfix": "post_fix_check",
+    "summary": "impact_summary",
+    "coverage": "coverage",
     "notifications": "notifications",
     "notification-requests": "notification_requests",
     "timeline": "timeline",

@@ -246,6 +246,20 @@ CREATE TABLE IF NOT EXISTS router_requests (
     line_no      BIGINT NOT NULL
 );
 
+-- Per engine file, how many lines of each kind the loader found (the coverage of what was read).
+-- family: engine | router | foreign (other libraries' lines) | noise | unknown.
+CREATE TABLE IF NOT EXISTS engine_line_kinds (
+    file_id     INTEGER NOT NULL,
+    node        VARCHAR NOT NULL,
+    pod         VARCHAR NOT NULL,
+    kind        VARCHAR NOT NULL,
+    family      VARCHAR NOT NULL,
+    n_lines     BIGINT NOT NULL,
+    first_line  BIGINT,      -- the first line of this kind
+    first_ts    TIMESTAMP,   -- time span of the lines of this kind that have a time (UTC)
+    last_ts     TIMESTAMP
+);
+
 -- Every other engine/router line, by kind, so nothing read is lost (text capped at 1 KiB).
 CREATE TABLE IF NOT EXISTS engine_other_lines (
     node              VARCHAR NOT NULL,
@@ -305,33 +319,49 @@ SELECT node, last_ts FROM node_activity;
 -- One row per engine start with the configuration it ran and the period it was in force: the one
 -- place the admission limit and the start periods are defined (every query and the parameters
 -- recorded with every output read them here).
--- admission_limit: SGLang's max_req_input_len = min(context_len - 1, max_total_num_tokens - 1) - 5;
--- the scheduler rejects prompts of admission_limit tokens or more. period_start is the start's
--- ts_start; period_end the node's next start (next_start), or for its last start the node's last
--- line of any kind (period_open). A time t is inside the period when period_start <= t and
--- (t < period_end, or t <= period_end while period_open). verdict: 'exposed' a prefill-capable
--- start (role prefill or unified; an unknown role counts as capable) with admission_limit below
--- context_len - 6, i.e. a pool smaller than the context: prompts the front end accepts take the
--- placeholder path; 'unknown' the logs do not show its context length or pool; else 'ok'.
+-- admission_limit: SGLang's max_req_input_len = min(context_len - 1, max_total_num_tokens - 1) - 5
+-- (NULL when the logs show only one of the two); the scheduler rejects prompts of admission_limit
+-- tokens or more. period_start is the start's ts_start; period_end the node's next start
+-- (next_start), or for its last start the node's last line of any kind (period_open). A time t is
+-- inside the period when period_start <= t and (t < period_end, or t <= period_end while
+-- period_open). verdict: 'exposed' a prefill-capable start (role prefill or unified; an unknown
+-- role counts as capable) with admission_limit below context_len - 6, i.e. a pool smaller than
+-- the context: prompts the front end accepts take the placeholder path; 'unknown' a
+-- prefill-capable start whose context length or pool the logs do not show; else 'ok' (a decode
+-- start never takes the placeholder path).
+-- A node with engine lines (request, batch or rejection lines: an SGLang server, not a router) but
+-- no start logged at all (its startup lines were not collected) gets one period of its own:
+-- start_seq 0, start_logged false, from its first to its last line, role unknown, verdict
+-- 'unknown' (unknown is never "no"); its rejection lines still count in pool_audit.
 CREATE OR REPLACE VIEW start_periods AS
 WITH
 periods AS (
-    SELECT s.node, s.start_seq, s.role, s.role_source, s.ts_start, s.ts_ready, s.ts_inferred,
-           s.context_len, s.max_total_num_tokens,
-           LEAST(s.context_len - 1, s.max_total_num_tokens - 1) - 5 AS admission_limit,
+    SELECT s.node, s.start_seq, true AS start_logged, s.role, s.role_source, s.ts_start, s.ts_ready,
+           s.ts_inferred, s.context_len, s.max_total_num_tokens,
+           CASE WHEN s.context_len IS NOT NULL AND s.max_total_num_tokens IS NOT NULL
+                THEN LEAST(s.context_len - 1, s.max_total_num_tokens - 1) - 5 END AS admission_limit,
            s.context_length_arg, s.chunked_prefill_size, s.max_prefill_tokens, s.max_running_requests,
            s.tp_size, s.dp_size, s.model_path, s.kv_dtype, s.kv_cache_tokens, s.kv_pool_warning,
            s.allow_auto_truncate, s.kv_checksum_enabled, s.server_args, s.file_id, s.line_no,
            LEAD(s.ts_start) OVER (PARTITION BY s.node ORDER BY s.ts_start, s.start_seq) AS next_start
     FROM engine_starts s
+    UNION ALL
+    SELECT a.node, 0, false, CAST(NULL AS VARCHAR), 'none', a.first_ts, CAST(NULL AS TIMESTAMP),
+           CAST(NULL AS BOOLEAN), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT),
+           CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT),
+           CAST(NULL AS INTEGER), CAST(NULL AS INTEGER), CAST(NULL AS VARCHAR), CAST(NULL AS VARCHAR),
+           CAST(NULL AS BIGINT), CAST(NULL AS BOOLEAN), CAST(NULL AS BOOLEAN), CAST(NULL AS BOOLEAN),
+           CAST(NULL AS VARCHAR), CAST(NULL AS INTEGER), CAST(NULL AS BIGINT), CAST(NULL AS TIMESTAMP)
+    FROM node_activity a
+    WHERE a.n_starts = 0 AND a.n_request_records + a.n_batch_lines + a.n_rejection_lines > 0
 )
 SELECT p.*,
        p.ts_start AS period_start,
        COALESCE(p.next_start, GREATEST(nl.last_ts, p.ts_start)) AS period_end,
        p.next_start IS NULL AS period_open,
        CASE
-           WHEN p.context_len IS NULL OR p.admission_limit IS NULL THEN 'unknown'
            WHEN COALESCE(p.role, 'unified') NOT IN ('prefill', 'unified') THEN 'ok'
+           WHEN p.context_len IS NULL OR p.max_total_num_tokens IS NULL THEN 'unknown'
            WHEN p.admission_limit < p.context_len - 6 THEN 'exposed'
            ELSE 'ok'
        END AS verdict

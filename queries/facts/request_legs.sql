@@ -5,7 +5,7 @@
 -- A leg is every engine_requests record of one (node, rid): its Receive and Finish lines, metrics
 -- records, time stats. Health checks are never legs: the loader flags them (is_health_check: rid
 -- HEALTH_CHECK..., bootstrap_room 0 or bootstrap_host 2.2.2.2) and this is the only place that reads
--- the flag. Records without a rid belong to no leg.
+-- the flag (a row without the flag, NULL, is judged by the same rule here). Records without a rid belong to no leg.
 --   role          the node's role (engine_starts), else the type its time stats name, else 'unknown'
 --   tokens        prompt tokens of the Finish (or metrics) record, else the time-stats input_len
 --   ts_received   the first Receive record; ts_finished the first Finish or metrics record
@@ -30,7 +30,11 @@ leg_records AS (
            CAST(e.file_id AS BIGINT) * 10000000000 + e.line_no AS ref,
            e.kind IN ('finished', 'metrics') AS is_finish
     FROM engine_requests e
-    WHERE e.rid IS NOT NULL AND NOT COALESCE(e.is_health_check, false)
+    -- the loader's flag; a row it did not flag (NULL: hand-inserted, an older loader) by the same rule
+    WHERE e.rid IS NOT NULL
+      AND NOT COALESCE(e.is_health_check,
+                       COALESCE(e.rid LIKE 'HEALTH_CHECK%', false) OR COALESCE(e.bootstrap_room = 0, false)
+                       OR COALESCE(e.bootstrap_host = '2.2.2.2', false))
 ),
 legs AS (
     SELECT r.node, r.rid,
