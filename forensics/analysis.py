@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Callable
 from typing import Any
 
 import duckdb
@@ -35,8 +36,10 @@ __all__ = [
     "DEFAULT_WINDOW_S",
     "affected_requests",
     "affected_tenants",
+    "coverage",
     "exposure_windows",
     "hidden_errors",
+    "impact_summary",
     "leak_sources",
     "notification_requests",
     "notifications",
@@ -49,9 +52,21 @@ __all__ = [
 ]
 
 
-def _run(case: CaseLike, name: str, **params: Any) -> duckdb.DuckDBPyRelation:
+def _run(
+    case: CaseLike, name: str, *, check: Callable[[Case], None] | None = None, **params: Any
+) -> duckdb.DuckDBPyRelation:
+    """Run ``queries/<name>.sql`` on the case (a path is opened read-only, and closed again when
+    the query cannot run), after ``check`` and with the derived tables up to date."""
     c = as_case(case)
-    return c.run_query(name, params)
+    try:
+        c.ensure_facts()  # before the check: start_periods reads a derived table
+        if check is not None:
+            check(c)
+        return c.run_query(name, params)
+    except BaseException:
+        if c is not case:
+            c.close()
+        raise
 
 
 def _count(c: Case, sql: str) -> int:
@@ -92,7 +107,8 @@ def _need_window(
 
 
 def _need_starts(c: Case, what: str) -> None:
-    if _count(c, "SELECT count(*) FROM engine_starts") == 0:
+    # a node with engine lines but no startup lines has a start period of its own (verdict unknown)
+    if _count(c, "SELECT count(*) FROM start_periods") == 0:
         raise CaseError(
             f"{what}: the case has no engine startup lines (engine_starts is empty)",
             hint="ingest the SGLang engine logs of every prefill and decode node "
@@ -105,11 +121,10 @@ def _run_sources(
     end: dt.datetime | None, node: str | None, window_s: int,
 ) -> duckdb.DuckDBPyRelation:
     """Run a query on the affected set and its leak sources (the window checks, then the look-back)."""
-    c = as_case(case)
-    _need_window(c, limit_tokens, start, end, what)
     if window_s is None or window_s <= 0:
         raise ParameterError(f"--window-s must be a positive number of seconds, got {window_s}")
-    return _run(c, name, limit_tokens=limit_tokens, start=start, end=end, node=node, window_s=window_s)
+    return _run(case, name, check=lambda c: _need_window(c, limit_tokens, start, end, what),
+                limit_tokens=limit_tokens, start=start, end=end, node=node, window_s=window_s)
 
 
 # -- the queries ------------------------------------------------------------------------------
@@ -124,9 +139,7 @@ def pool_audit(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBPyRel
         >>> audit[["start_seq", "verdict", "admission_limit"]].values.tolist()
         [[1, 'ok', 524282], [2, 'exposed', 681274], [3, 'exposed', 777786], [4, 'ok', 1048570]]
     """
-    c = as_case(case)
-    _need_starts(c, "pool audit")
-    return _run(c, "pool_audit", node=node)
+    return _run(case, "pool_audit", check=lambda c: _need_starts(c, "pool audit"), node=node)
 
 
 def exposure_windows(
@@ -145,9 +158,9 @@ def exposure_windows(
         >>> w[w.scope == "fleet"][["window_start", "window_end", "admission_limit"]].astype(str).values.tolist()
         [['2026-09-03 02:55:00', '2026-09-09 14:47:30', '681274']]
     """
-    c = as_case(case)
-    _need_window(c, limit_tokens, start, end, "exposure windows")
-    return _run(c, "exposure_windows", node=node, start=start, end=end, limit_tokens=limit_tokens)
+    return _run(case, "exposure_windows",
+                check=lambda c: _need_window(c, limit_tokens, start, end, "exposure windows"),
+                node=node, start=start, end=end, limit_tokens=limit_tokens)
 
 
 def request_chain(
@@ -187,9 +200,9 @@ def affected_requests(
         >>> affected_requests(sample_case()).df().groupby("confidence").size().to_dict()
         {'confirmed': 32, 'suspected': 3}
     """
-    c = as_case(case)
-    _need_window(c, limit_tokens, start, end, "affected requests")
-    return _run(c, "affected_requests", limit_tokens=limit_tokens, start=start, end=end, node=node)
+    return _run(case, "affected_requests",
+                check=lambda c: _need_window(c, limit_tokens, start, end, "affected requests"),
+                limit_tokens=limit_tokens, start=start, end=end, node=node)
 
 
 def affected_tenants(
@@ -207,9 +220,9 @@ def affected_tenants(
         >>> affected_tenants(sample_case()).df()[["n_requests", "n_confirmed", "n_suspected"]].sum().to_dict()
         {'n_requests': 35, 'n_confirmed': 32, 'n_suspected': 3}
     """
-    c = as_case(case)
-    _need_window(c, limit_tokens, start, end, "affected tenants")
-    return _run(c, "affected_tenants", limit_tokens=limit_tokens, start=start, end=end, node=node)
+    return _run(case, "affected_tenants",
+                check=lambda c: _need_window(c, limit_tokens, start, end, "affected tenants"),
+                limit_tokens=limit_tokens, start=start, end=end, node=node)
 
 
 def leak_sources(
@@ -283,9 +296,8 @@ def timeline(
     Example:
         >>> timeline("case.duckdb").df()   # doctest: +SKIP
     """
-    c = as_case(case)
-    _need_window(c, limit_tokens, start, end, "timeline")
-    return _run(c, "timeline", limit_tokens=limit_tokens, start=start, end=end, node=node)
+    return _run(case, "timeline", check=lambda c: _need_window(c, limit_tokens, start, end, "timeline"),
+                limit_tokens=limit_tokens, start=start, end=end, node=node)
 
 
 def token_mismatch(
@@ -314,9 +326,40 @@ def post_fix_check(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBP
         >>> post_fix_check(sample_case()).df().groupby("check").result.first().to_dict()["node_config"]
         'pass'
     """
-    c = as_case(case)
-    _need_starts(c, "post-fix check")
-    return _run(c, "post_fix_check", node=node)
+    return _run(case, "post_fix_check", check=lambda c: _need_starts(c, "post-fix check"), node=node)
+
+
+def impact_summary(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBPyRelation:
+    """The headline answers: was a node exposed, is it over? (yes / no / unknown, with what they rest on).
+
+    One row per question (``exposed``, ``over``): ``answer``, ``n`` (the starts or checks it
+    rests on), ``n_nodes``, ``n_unknown`` and ``unknown_starts`` (the node starts the logs do not
+    judge), ``detail`` (the answer as one sentence). A start whose pool or context length is not in
+    the logs turns "no" and "yes, it is over" into ``unknown``. ``node``: one node's starts and checks.
+
+    Example:
+        >>> from forensics.sample import sample_case
+        >>> impact_summary(sample_case()).df()[["question", "answer", "n"]].values.tolist()
+        [['exposed', 'yes', 3], ['over', 'yes', 13]]
+    """
+    return _run(case, "impact_summary", node=node)
+
+
+def coverage(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBPyRelation:
+    """What the engine logs show, per node and file: lines by kind, share recognised, startup facts, span, wrapper, zone.
+
+    Columns: node, file_id, path, format, wrapper, tz, lines_read, lines_joined, rows_loaded,
+    rows_rejected, complete, lines_by_kind, lines_recognised, lines_foreign, lines_unknown,
+    share_recognised, first_ts, last_ts, n_starts, with_pool, with_context, node_verdict,
+    node_unknown_starts (see queries/coverage.sql). ``node``: one node's files.
+
+    Example:
+        >>> from forensics.sample import sample_case
+        >>> cov = coverage(sample_case()).df()
+        >>> sorted(set(cov.node_verdict.dropna()))
+        ['exposed', 'ok']
+    """
+    return _run(case, "coverage", node=node)
 
 
 def hidden_errors(
@@ -339,20 +382,6 @@ def hidden_errors(
 
 # -- provenance of a result -------------------------------------------------------------------
 
-_DERIVED_SQL = """
-WITH periods AS (
-    SELECT node, start_seq, role, ts_start, context_len, max_total_num_tokens,
-           COALESCE(admission_limit, LEAST(context_len - 1, max_total_num_tokens - 1) - 5) AS lim,
-           LEAD(ts_start) OVER (PARTITION BY node ORDER BY ts_start, start_seq) AS next_start
-    FROM engine_starts
-)
-SELECT node, start_seq, role, ts_start, next_start, context_len, max_total_num_tokens, lim,
-       COALESCE(role, 'unified') IN ('prefill', 'unified') AND lim < context_len - 6 AS exposed
-FROM periods
-ORDER BY node, ts_start, start_seq
-"""
-
-
 def _iso(value: Any) -> Any:
     if isinstance(value, dt.datetime):
         return value.isoformat() + ("Z" if value.tzinfo is None else "")
@@ -371,40 +400,34 @@ def parameters_used(case: CaseLike, func_name: str, **kwargs: Any) -> dict[str, 
     c = as_case(case)
     q = load_query(func_name)
     given = {name: _iso(kwargs.get(name)) for name in q.all_param_names()}
-    starts = c.sql(_DERIVED_SQL).fetchall()
+    # the windows as exposure_windows defines them (one definition: the CSVs and this agree)
+    rel = _run(c, "exposure_windows", node=None, start=None, end=None, limit_tokens=None)
+    rows = [dict(zip(rel.columns, r, strict=True)) for r in rel.fetchall()]
     limits: dict[str, list[int]] = {}
     windows: list[dict[str, Any]] = []
-    for node, seq, role, ts_start, next_start, ctx, pool, lim, exposed in starts:
-        if exposed:
-            limits.setdefault(node, [])
-            if lim not in limits[node]:
-                limits[node].append(int(lim))
-            windows.append(
-                {
-                    "node": node,
-                    "start_seq": seq,
-                    "role": role,
-                    "start": _iso(ts_start),
-                    "end": _iso(next_start),
-                    "context_len": ctx,
-                    "max_total_num_tokens": pool,
-                    "admission_limit": lim,
-                }
-            )
-    fleet_limit = min((w["admission_limit"] for w in windows), default=None)
-    starts_ = [w["start"] for w in windows]
-    ends_ = [w["end"] for w in windows]
-    fleet_window: dict[str, Any] = {
-        "start": min(starts_) if starts_ else None,
-        # an exposed start without a later start is open-ended (None)
-        "end": None if (not ends_ or None in ends_) else max(ends_),
-        "admission_limit": fleet_limit,
-    }
+    fleet_window: dict[str, Any] = {"start": None, "end": None, "open": None, "admission_limit": None}
+    for w in rows:
+        entry = {
+            "start": _iso(w["window_start"]),
+            "end": _iso(w["window_end"]),
+            "open": w["window_open"],
+            "admission_limit": w["admission_limit"],
+        }
+        if w["scope"] == "fleet":
+            fleet_window = entry
+            continue
+        limits.setdefault(w["node"], [])
+        if w["admission_limit"] not in limits[w["node"]]:
+            limits[w["node"]].append(int(w["admission_limit"]))
+        windows.append({"node": w["node"], "role": w["role"], **entry, "context_len": w["context_len"],
+                        "max_total_num_tokens": w["max_total_num_tokens"], "n_starts": w["n_starts"]})
+    n_starts = c.sql("SELECT count(*) FROM engine_starts").fetchall()[0][0]
+    fleet_limit = fleet_window["admission_limit"]
     derived = {
         "admission_limits": limits,
         "exposure_windows": windows,
         "fleet_window": fleet_window,
-        "engine_starts": len(starts),
+        "engine_starts": int(n_starts),
     }
     effective = {
         "admission_limit": given.get("limit_tokens") or fleet_limit,

@@ -181,6 +181,9 @@ class Case:
         self.query_memory_limit = _safe_setting(query_memory_limit)
         #: injectable clock for evidence_files.ingested_at (golden tests pin it)
         self.now = now
+        self._closed = False
+        #: the fingerprint of derived tables built in memory (a read-only case whose own are stale)
+        self._facts_in_memory: str | None = None
         temp_dir: str | None = None
         if self.path != ":memory:":
             p = Path(self.path)
@@ -288,8 +291,15 @@ class Case:
         return bool(row and row[0])
 
     def close(self) -> None:
-        """Close the connection (the file stays)."""
-        self.con.close()
+        """Close the connection (the file stays); a writable case first brings its derived tables up to date."""
+        if self._closed:
+            return
+        try:
+            if not self.read_only:
+                self.refresh()
+        finally:
+            self._closed = True
+            self.con.close()
 
     def __enter__(self) -> Case:
         return self
@@ -300,6 +310,11 @@ class Case:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if exc_type is not None:
+            # an interrupted load: the next ingest (which resumes it) rebuilds the derived tables
+            self._closed = True
+            self.con.close()
+            return
         self.close()
 
     def __repr__(self) -> str:
@@ -372,6 +387,7 @@ class Case:
         """
         summary = self._loader("gateway")(self.target(), paths, format=format, tz=tz, quiet=quiet, **options)
         self._record_unread("gateway", summary)
+        self.refresh()
         return summary
 
     def ingest_engine(
@@ -393,6 +409,7 @@ class Case:
         """
         summary = self._loader("engine")(self.target(), paths, tz=tz, quiet=quiet, **options)
         self._record_unread("engine", summary)
+        self.refresh()
         return summary
 
     def _record_unread(self, kind: str, summary: IngestSummary) -> None:
@@ -418,6 +435,32 @@ class Case:
         except BaseException:
             self.con.execute("ROLLBACK")
             raise
+
+    def refresh(self, *, force: bool = False) -> bool:
+        """Rebuild the derived tables (``forensics.facts``) if the evidence changed; True if rebuilt.
+
+        Every ingest ends with it, and so does closing a writable case: call it after editing
+        evidence rows in place with SQL (row counts alone do not show such an edit).
+
+        Example:
+            >>> Case(":memory:").refresh()
+            True
+        """
+        from forensics.facts import refresh
+
+        return refresh(self, force=force)
+
+    def ensure_facts(self) -> None:
+        """Bring the derived tables up to date before a query reads them (see :func:`forensics.facts.ensure`).
+
+        A read-only case whose tables do not match its evidence gets them built in memory.
+
+        Example:
+            >>> Case(":memory:").ensure_facts()
+        """
+        from forensics.facts import ensure
+
+        ensure(self)
 
 
 def replace_case(path: str | os.PathLike[str]) -> None:

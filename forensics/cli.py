@@ -208,6 +208,26 @@ def preset(name: str | None) -> None:
     click.echo(preset_toml(name), nl=False)
 
 
+@cli.command()
+@click.argument("case_path", metavar="CASE.duckdb", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Rebuild even if they match the evidence.")
+def refresh(case_path: Path, force: bool) -> None:
+    """Rebuild the case's derived tables (request legs, chains, matches) from its evidence.
+
+    Every ingest ends with it; run it on a case an interrupted ingest or another toolkit version
+    left behind, or after editing evidence rows by hand.
+
+    \b
+    Example:
+      forensics refresh case.duckdb
+    """
+    from forensics.case import open_case
+
+    with open_case(case_path) as case:
+        built = case.refresh(force=force)
+    click.echo(f"{case_path}: derived tables {'rebuilt' if built else 'already match the evidence'}")
+
+
 # -- investigate (the scripted pipeline) ------------------------------------------------------------
 
 
@@ -579,6 +599,8 @@ ANALYSIS_COMMANDS: dict[str, str] = {
     "mismatch": "token_mismatch",
     "hidden": "hidden_errors",
     "postfix": "post_fix_check",
+    "summary": "impact_summary",
+    "coverage": "coverage",
     "notifications": "notifications",
     "notification-requests": "notification_requests",
     "timeline": "timeline",

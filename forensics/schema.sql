@@ -362,42 +362,74 @@ ev_common (n, cut) AS (
 SELECT f.file_id, substr(f.path, r.cut + 1) AS rel
 FROM evidence_files f CROSS JOIN (SELECT max(cut) AS cut FROM ev_common) r;
 
+-- Per engine node, its first and last line of any kind and the lines loaded per kind: a derived
+-- table, rebuilt from the engine tables with the other derived tables (queries/facts/
+-- node_activity.sql; declared here so that the views below exist on a new case).
+CREATE TABLE IF NOT EXISTS node_activity (
+    node               VARCHAR,
+    first_ts           TIMESTAMP,   -- the node's first line of any kind, UTC
+    last_ts            TIMESTAMP,   -- its last line of any kind (or startup), UTC
+    n_request_records  BIGINT,      -- engine_requests rows
+    n_batch_lines      BIGINT,      -- engine_batches rows
+    n_rejection_lines  BIGINT,      -- engine_rejections rows
+    n_event_lines      BIGINT,      -- engine_events rows
+    n_http_lines       BIGINT,      -- engine_http rows
+    n_other_lines      BIGINT,      -- engine_other_lines rows
+    n_starts           BIGINT       -- engine_starts rows
+);
+
 -- Per node, the time of its last engine line of any kind (requests, batches, rejections, events,
 -- HTTP lines, other lines, start-ups): where an open (last) start period of the node ends.
 CREATE OR REPLACE VIEW node_last_seen AS
-SELECT node, max(last_ts) AS last_ts
-FROM (
-    SELECT node, max(ts) AS last_ts FROM engine_requests GROUP BY node
-    UNION ALL SELECT node, max(ts) FROM engine_batches GROUP BY node
-    UNION ALL SELECT node, max(ts) FROM engine_rejections GROUP BY node
-    UNION ALL SELECT node, max(ts) FROM engine_events GROUP BY node
-    UNION ALL SELECT node, max(ts) FROM engine_http GROUP BY node
-    UNION ALL SELECT node, max(ts) FROM engine_other_lines GROUP BY node
-    UNION ALL SELECT node, max(COALESCE(ts_ready, ts_start)) FROM engine_starts GROUP BY node
-) t
-GROUP BY node;
+SELECT node, last_ts FROM node_activity;
 
--- One row per engine start (all engine_starts columns) with the period it opens: limit_tokens
--- (admission limit, else derived from context_len / max_total_num_tokens with the 6-token margin),
--- next_start (the node's next start, NULL for the last), period_end (next start, else the node's
--- last line), period_open and verdict ('exposed': a prefill/unified start with limit_tokens below
--- context_len - 6; 'unknown': no context length or limit; else 'ok'). Used by the query files.
+-- One row per engine start with the configuration it ran and the period it was in force: the one
+-- place the admission limit and the start periods are defined (every query and the parameters
+-- recorded with every output read them here).
+-- admission_limit: SGLang's max_req_input_len = min(context_len - 1, max_total_num_tokens - 1) - 5
+-- (NULL when the logs show only one of the two); the scheduler rejects prompts of admission_limit
+-- tokens or more. period_start is the start's ts_start; period_end the node's next start
+-- (next_start), or for its last start the node's last line of any kind (period_open). A time t is
+-- inside the period when period_start <= t and (t < period_end, or t <= period_end while
+-- period_open). verdict: 'exposed' a prefill-capable start (role prefill or unified; an unknown
+-- role counts as capable) with admission_limit below context_len - 6, i.e. a pool smaller than
+-- the context: prompts the front end accepts take the placeholder path; 'unknown' a
+-- prefill-capable start whose context length or pool the logs do not show; else 'ok' (a decode
+-- start never takes the placeholder path).
+-- A node with engine lines (request, batch or rejection lines: an SGLang server, not a router) but
+-- no start logged at all (its startup lines were not collected) gets one period of its own:
+-- start_seq 0, start_logged false, from its first to its last line, role unknown, verdict
+-- 'unknown' (unknown is never "no"); its rejection lines still count in pool_audit.
 CREATE OR REPLACE VIEW start_periods AS
 WITH
 periods AS (
-    SELECT s.*,
-           COALESCE(s.admission_limit,
-                    LEAST(s.context_len - 1, s.max_total_num_tokens - 1) - 5) AS limit_tokens,
+    SELECT s.node, s.start_seq, true AS start_logged, s.role, s.role_source, s.ts_start, s.ts_ready,
+           s.ts_inferred, s.context_len, s.max_total_num_tokens,
+           CASE WHEN s.context_len IS NOT NULL AND s.max_total_num_tokens IS NOT NULL
+                THEN LEAST(s.context_len - 1, s.max_total_num_tokens - 1) - 5 END AS admission_limit,
+           s.context_length_arg, s.chunked_prefill_size, s.max_prefill_tokens, s.max_running_requests,
+           s.tp_size, s.dp_size, s.model_path, s.kv_dtype, s.kv_cache_tokens, s.kv_pool_warning,
+           s.allow_auto_truncate, s.kv_checksum_enabled, s.server_args, s.file_id, s.line_no,
            LEAD(s.ts_start) OVER (PARTITION BY s.node ORDER BY s.ts_start, s.start_seq) AS next_start
     FROM engine_starts s
+    UNION ALL
+    SELECT a.node, 0, false, CAST(NULL AS VARCHAR), 'none', a.first_ts, CAST(NULL AS TIMESTAMP),
+           CAST(NULL AS BOOLEAN), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT),
+           CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT),
+           CAST(NULL AS INTEGER), CAST(NULL AS INTEGER), CAST(NULL AS VARCHAR), CAST(NULL AS VARCHAR),
+           CAST(NULL AS BIGINT), CAST(NULL AS BOOLEAN), CAST(NULL AS BOOLEAN), CAST(NULL AS BOOLEAN),
+           CAST(NULL AS VARCHAR), CAST(NULL AS INTEGER), CAST(NULL AS BIGINT), CAST(NULL AS TIMESTAMP)
+    FROM node_activity a
+    WHERE a.n_starts = 0 AND a.n_request_records + a.n_batch_lines + a.n_rejection_lines > 0
 )
 SELECT p.*,
+       p.ts_start AS period_start,
        COALESCE(p.next_start, GREATEST(nl.last_ts, p.ts_start)) AS period_end,
        p.next_start IS NULL AS period_open,
        CASE
-           WHEN p.context_len IS NULL OR p.limit_tokens IS NULL THEN 'unknown'
            WHEN COALESCE(p.role, 'unified') NOT IN ('prefill', 'unified') THEN 'ok'
-           WHEN p.limit_tokens < p.context_len - 6 THEN 'exposed'
+           WHEN p.context_len IS NULL OR p.max_total_num_tokens IS NULL THEN 'unknown'
+           WHEN p.admission_limit < p.context_len - 6 THEN 'exposed'
            ELSE 'ok'
        END AS verdict
 FROM periods p

@@ -17,7 +17,7 @@ marked AS (
     SELECT j.*,
            CASE WHEN j.verdict = 'exposed'
                  AND LAG(j.verdict) OVER w = 'exposed'
-                 AND LAG(j.limit_tokens) OVER w = j.limit_tokens
+                 AND LAG(j.admission_limit) OVER w = j.admission_limit
                 THEN 0 ELSE 1 END AS new_island
     FROM start_periods j
     WINDOW w AS (PARTITION BY j.node ORDER BY j.ts_start, j.start_seq)
@@ -35,7 +35,7 @@ node_windows AS (
            max(period_end) AS window_end,
            -- the last merged start decides whether the window is still open
            max(CASE WHEN period_open THEN 1 ELSE 0 END) = 1 AS window_open,
-           min(limit_tokens) AS admission_limit,
+           min(admission_limit) AS admission_limit,
            min(context_len) AS context_len,
            min(max_total_num_tokens) AS max_total_num_tokens,
            count(*) AS n_starts,

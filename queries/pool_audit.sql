@@ -1,7 +1,7 @@
 -- pool_audit: every node start with its KV pool, context length, admission limit and verdict.
 -- param $node VARCHAR: only this node (NULL: all)
 --
--- One row per engine start (engine_starts). The period a start was in force runs from its ts_start
+-- One row per engine start period (start_periods). The period a start was in force runs from its ts_start
 -- to the node's next ts_start (period_open = false), or to the node's last log line of any kind
 -- (period_open = true: nothing later was logged, the node may still run this configuration).
 --
@@ -17,7 +17,9 @@
 --   ok       otherwise. Every healthy start still has the fixed 6-token scheduler margin
 --            (context_len - 6 .. context_len - 1); it is shown in rejected_band_tokens and notes,
 --            with the scheduler rejections actually logged in the period, but is not a verdict.
---   unknown  the context_len= / max_total_num_tokens= line was not found for this start.
+--   unknown  a prefill-capable start whose context_len= / max_total_num_tokens= line was not found;
+--            also a node with engine lines but no startup lines at all (start_seq 0: one row from
+--            its first line, its scheduler rejections counted).
 WITH
 rej AS (
     SELECT j.node, j.start_seq,
@@ -43,8 +45,8 @@ SELECT
     j.max_total_num_tokens,
     j.kv_cache_tokens,
     j.max_total_num_tokens - j.context_len AS pool_minus_context,
-    j.limit_tokens AS admission_limit,
-    j.context_len - j.limit_tokens AS rejected_band_tokens,
+    j.admission_limit,
+    j.context_len - j.admission_limit AS rejected_band_tokens,
     j.verdict,
     COALESCE(r.n_rejections, 0) AS n_scheduler_rejections,
     r.first_rejection,
@@ -53,23 +55,30 @@ SELECT
     j.kv_checksum_enabled,
     j.allow_auto_truncate,
     CASE
+        WHEN NOT j.start_logged THEN
+            'no startup lines in the logs for this node (lines from ' || CAST(j.ts_start AS VARCHAR)
+            || '): its pool and context length are unknown'
+            || CASE WHEN COALESCE(r.n_rejections, 0) > 0
+                    THEN '; ' || CAST(r.n_rejections AS VARCHAR) || ' scheduler rejection(s) logged' ELSE '' END
         WHEN j.verdict = 'unknown' THEN 'startup line with max_total_num_tokens/context_len not found'
         WHEN j.verdict = 'exposed' THEN
             'pool ' || CAST(j.max_total_num_tokens AS VARCHAR) || ' < context '
             || CAST(j.context_len AS VARCHAR) || ': prompts of '
-            || CAST(j.limit_tokens AS VARCHAR) || '..' || CAST(j.context_len - 1 AS VARCHAR)
+            || CAST(j.admission_limit AS VARCHAR) || '..' || CAST(j.context_len - 1 AS VARCHAR)
             || ' tokens pass the front end and take the placeholder path'
         WHEN COALESCE(j.role, 'unified') NOT IN ('prefill', 'unified')
              AND j.max_total_num_tokens < j.context_len THEN
             'decode pool smaller than context: not the placeholder trigger, but lower the context length'
         ELSE
-            'scheduler margin only: prompts of ' || CAST(j.limit_tokens AS VARCHAR) || '..'
+            'scheduler margin only: prompts of ' || CAST(j.admission_limit AS VARCHAR) || '..'
             || CAST(j.context_len - 1 AS VARCHAR) || ' tokens pass the front end but are rejected'
             || CASE WHEN COALESCE(r.n_rejections, 0) > 0
                     THEN '; ' || CAST(r.n_rejections AS VARCHAR) || ' scheduler rejection(s) logged in this period'
                     ELSE '' END
     END AS notes,
-    COALESCE(ef.rel, 'file' || CAST(j.file_id AS VARCHAR)) || ':' || CAST(j.line_no AS VARCHAR) AS evidence
+    CASE WHEN j.start_logged
+         THEN COALESCE(ef.rel, 'file' || CAST(j.file_id AS VARCHAR)) || ':' || CAST(j.line_no AS VARCHAR)
+         ELSE 'no startup lines' END AS evidence
 FROM start_periods j
 LEFT JOIN rej r ON r.node = j.node AND r.start_seq = j.start_seq
 LEFT JOIN evidence_paths ef ON ef.file_id = j.file_id

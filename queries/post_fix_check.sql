@@ -20,7 +20,7 @@ latest AS (
     SELECT j.* FROM start_periods j WHERE j.next_start IS NULL
 ),
 last_exposed AS (
-    SELECT node, max(ts_start) AS ts_start, min(limit_tokens) AS old_limit
+    SELECT node, max(ts_start) AS ts_start, min(admission_limit) AS old_limit
     FROM start_periods WHERE verdict = 'exposed' GROUP BY node
 ),
 fixes AS (
@@ -78,7 +78,7 @@ checks AS (
            'latest start #' || CAST(l.start_seq AS VARCHAR) || ' (' || COALESCE(l.role, 'role unknown')
                || '): pool ' || COALESCE(CAST(l.max_total_num_tokens AS VARCHAR), '?')
                || ', context ' || COALESCE(CAST(l.context_len AS VARCHAR), '?')
-               || ', admission limit ' || COALESCE(CAST(l.limit_tokens AS VARCHAR), '?')
+               || ', admission limit ' || COALESCE(CAST(l.admission_limit AS VARCHAR), '?')
                || CASE WHEN f.fixed_at IS NOT NULL AND l.verdict <> 'exposed'
                        THEN '; exposed until the restart at ' || CAST(f.fixed_at AS VARCHAR) ELSE '' END
                || CASE WHEN l.verdict = 'exposed' THEN '; STILL EXPOSED: lower the context length or enlarge the pool' ELSE '' END

@@ -215,7 +215,9 @@ def test_sample_suspected_rows_match_truth(sample_case: forensics.Case, sample_t
         assert row.admission_limit == sus["admission_limit"] == sample_truth["admission_limit"]
         assert pd.isna(row.prefill_node) and pd.isna(row.decode_node)
         assert row.reasons.startswith("no_engine_record;over_limit_gateway_tokens;in_fleet_window")
-        assert row.evidence.startswith(f"gateway={sus['gateway_file']}:{sus['gateway_line']};")
+        # the gateway line first, and no empty engine parts ('prefill=', 'decode=') after it
+        assert row.evidence.split("; ")[0] == f"gateway={sus['gateway_file']}:{sus['gateway_line']}"
+        assert not any(p.endswith("=") for p in row.evidence.split("; "))
         assert "rejection=" not in row.evidence
     # one of them is exactly at the limit: >= is the rule
     assert sample_truth["admission_limit"] in {s["prompt_tokens"] for s in sample_truth["suspected"]}

@@ -31,7 +31,6 @@ from forensics.case import Case, as_case
 from forensics.errors import CaseError
 from forensics.outputs.escape import md_text
 from forensics.outputs.export import frame_for_output, rows_for_output
-from forensics.outputs.scope import unknown_starts
 
 #: A tenant sending this many over-limit prompts within one hour is listed as possible probing.
 PROBE_THRESHOLD = 5
@@ -200,7 +199,7 @@ def _coverage(c: Case, audit: pd.DataFrame) -> pd.DataFrame:
     if len(audit):
         rows = []
         for node, grp in audit.groupby("node"):
-            n_unknown = len(unknown_starts(grp))
+            n_unknown = int((grp["verdict"] == "unknown").sum())
             n_exposed = int((grp["verdict"] == "exposed").sum())
             rows.append({"node": node, "starts": len(grp), "starts_exposed": n_exposed,
                          "starts_ok": len(grp) - n_exposed - n_unknown, "starts_unknown": n_unknown,
@@ -263,7 +262,10 @@ def report_data(
     coverage = _coverage(c, audit)
 
     exposed = audit[audit["verdict"] == "exposed"]
-    unknown = unknown_starts(audit)
+    # the headline answers and the unknown starts: queries/impact_summary.sql
+    summary = {str(r["question"]): r for r in analysis.impact_summary(c).df().to_dict("records")}
+    unknown_list = summary["exposed"]["unknown_starts"]
+    unknown = str(unknown_list).split(", ") if isinstance(unknown_list, str) and unknown_list else []
     node_windows = windows[windows["scope"] == "node"].reset_index(drop=True)
     fleet = windows[windows["scope"] == "fleet"]
     cross = sources[~sources["same_tenant"].astype(bool)] if len(sources) else sources
@@ -316,19 +318,9 @@ def report_data(
         exposed_text = ("unknown (no engine startup lines in the case: no node's pool or context is known; "
                         "the answers below rest on the given limit and window)")
         warnings.append("no engine startup lines in the case: pool and context of every node unknown")
-    elif len(exposed):
-        exposed_verdict = "yes"
-        exposed_text = (f"yes: {numbers['n_exposed_nodes']} node(s) ran with a KV pool smaller than the "
-                        "context length" + (f"; also {unknown_text}" if unknown else ""))
-    elif unknown:
-        exposed_verdict = "unknown"
-        exposed_text = f"unknown ({unknown_text})"
-    elif len(audit):
-        exposed_verdict = "no"
-        exposed_text = f"no: every one of the {len(audit)} node start(s) has a pool at least its context length"
     else:
-        exposed_verdict = "unknown"
-        exposed_text = "unknown (no node starts in the case)"
+        exposed_verdict = str(summary["exposed"]["answer"])
+        exposed_text = str(summary["exposed"]["detail"])
     if unknown:
         warnings.append(unknown_text)
     numbers["exposed"] = exposed_verdict
@@ -378,17 +370,13 @@ def report_data(
                           "forensics notifications"))
     answers.append(Answer("hidden", "Errors hidden behind 2xx", None,
                           f"{numbers['n_hidden_errors']} (reported separately)", "forensics hidden"))
-    if len(failing):
-        over_verdict, over_text = "no", f"no: {len(failing)} failing check(s)"
-    elif not engine_evidence:
+    if not engine_evidence and not len(failing):
         over_verdict, over_text = "unknown", "unknown (no engine startup lines: no node's configuration is known)"
-    elif unknown or len(unknown_checks):
+    elif summary["over"]["answer"] == "yes" and len(unknown_checks):
         over_verdict = "unknown"
-        parts = ([unknown_text] if unknown else []) + (
-            [f"{len(unknown_checks)} post-fix check(s) could not be decided"] if len(unknown_checks) else [])
-        over_text = f"unknown ({'; '.join(parts)})"
+        over_text = f"unknown ({len(unknown_checks)} post-fix check(s) could not be decided)"
     else:
-        over_verdict, over_text = "yes", "yes: every post-fix check passes"
+        over_verdict, over_text = str(summary["over"]["answer"]), str(summary["over"]["detail"])
     numbers["over"] = over_verdict
     answers.append(Answer("over", "Is it over?", over_verdict, over_text, "forensics postfix"))
     abuse = (f"possible: {len(probes)} tenant(s) probing (see below)" if len(probes) else "no")

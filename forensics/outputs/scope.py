@@ -122,14 +122,18 @@ def coverage_note(case: Case | str | os.PathLike[str], *, node: str | None = Non
     """
     c = as_case(case)
     n_starts = int(c.sql("SELECT count(*) FROM engine_starts").fetchall()[0][0])
-    if n_starts == 0:
+    # the unknown starts in scope: queries/impact_summary.sql (start periods the logs do not judge,
+    # nodes with engine lines but no startup lines included)
+    row = analysis.impact_summary(c, node=node).df().set_index("question").loc["exposed"]
+    labels = row["unknown_starts"]
+    starts = str(labels).split(", ") if isinstance(labels, str) and labels else []
+    if n_starts == 0 and not starts:
         return {
             "unknown_node_starts": [],
             "engine_starts": 0,
             "warning": "no engine startup lines in the case: no node's pool or context length is known, so the "
                        "exposure cannot be confirmed from the engines (affected rows rest on the given limit and window)",
         }
-    starts = unknown_starts(analysis.pool_audit(c, node=node).df())
     warning = None
     if starts:
         warning = (f"{len(starts)} node start(s) in scope without pool / context in the logs, verdict unknown: "

@@ -202,11 +202,15 @@ class SparkCase(Case):
         return [f"{self.path.rstrip('/')}/{table}/{p}" for p in parts]
 
     def _register(self) -> None:
-        for table in sorted(self.manifest.tables):
+        from forensics.facts import FACTS
+
+        for table in sorted(set(self.manifest.tables) - set(FACTS)):
             uris = self._table_uris(table)
             if not uris:
                 raise CaseError(f"table {table} has no parts in the manifest", where=self.path)
             self.spark.read.parquet(*uris).createOrReplaceTempView(table)
+        # facts that read only the case's tables come first: schema views read them (node_activity)
+        self._build_facts(early=True)
         with open_case(":memory:") as reference:
             views = case_views(reference)
         self._views = [name for name, _ in views]
@@ -218,6 +222,38 @@ class SparkCase(Case):
             df.createOrReplaceTempView(name)
             if _heavy(create_sql):
                 self.spark.sql(f"CACHE LAZY TABLE `{name}`")
+        self._build_facts(early=False)
+
+    def _build_facts(self, *, early: bool | None = None) -> None:
+        """The derived tables (:data:`forensics.facts.FACTS`, in order) as views of this session.
+
+        Built from the case's own tables, never read from the Parquet case (an export leaves them
+        out); a fact the toolkit stores as a table is cached (computed once, when first read).
+        ``early``: only the facts that read nothing but the case's tables (True), only the others
+        (False), or all (None).
+        """
+        from forensics.facts import FACTS, fact_reads, fact_sql, stored_as
+
+        tables = set(self.manifest.tables) - set(FACTS)
+        for name in FACTS:
+            if early is not None and early != (set(fact_reads(name)) <= tables):
+                continue
+            self.spark.sql(f"UNCACHE TABLE IF EXISTS `{name}`")
+            df = run_steps(self.spark, statement_steps(fact_sql(name), f"f_{name}"), {})
+            df.createOrReplaceTempView(name)
+            if stored_as(name) == "table":
+                self.spark.sql(f"CACHE LAZY TABLE `{name}`")
+        self._views = [*getattr(self, "_views", []), *(n for n in FACTS if n not in getattr(self, "_views", []))]
+
+    def refresh(self, *, force: bool = False) -> bool:
+        """Rebuild the derived tables on Spark when ``force`` (a Parquet case never changes once written)."""
+        if force:
+            self._results.clear()
+            self._build_facts()
+        return force
+
+    def ensure_facts(self) -> None:
+        """Nothing to do: the derived tables are built when the case is opened."""
 
     def tables(self) -> list[str]:
         """Names of the case's tables and views, sorted."""

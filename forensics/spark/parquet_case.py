@@ -106,12 +106,17 @@ class Manifest:
 
 
 def case_tables(case: Case) -> list[str]:
-    """The base tables of a DuckDB case (views excluded), sorted."""
+    """The base tables of a DuckDB case, sorted: views and derived tables (``forensics.facts``) excluded.
+
+    The derived tables are not evidence: every engine builds its own from these (``SparkCase``).
+    """
+    from forensics.facts import FACTS
+
     rows = case.con.execute(
         "SELECT table_name FROM information_schema.tables "
         "WHERE table_schema = 'main' AND table_type = 'BASE TABLE' ORDER BY 1"
     ).fetchall()
-    return [str(r[0]) for r in rows]
+    return [str(r[0]) for r in rows if str(r[0]) not in FACTS]
 
 
 def case_views(case: Case) -> list[tuple[str, str]]:
