@@ -170,7 +170,11 @@ def write_outputs(
     Returns the files written (by name), the row count of each table and the report's answers.
 
     Example:
-        >>> write_outputs(forensics.open_case("case.duckdb", read_only=True), Path("out"))  # doctest: +SKIP
+        >>> import tempfile
+        >>> from forensics.sample import sample_case
+        >>> files, counts, answers = write_outputs(sample_case(), Path(tempfile.mkdtemp()), charts_html=False)
+        >>> counts["affected_requests"], files["affected_requests"].name
+        (35, 'affected_requests.csv')
     """
     out.mkdir(parents=True, exist_ok=True)
     outputs: dict[str, Path] = {}

@@ -1,7 +1,8 @@
 """Loader facts the answer rests on, checked through the public ingest calls (any loader must keep them).
 
 Each test names what it guards: the start's evidence line, rank tags in every order, the hour of a
-request-metrics file in the engine's time zone, and duplicates found within one layer only.
+request-metrics file in the engine's time zone, health checks by each of their marks, and
+duplicates found within one layer only.
 """
 
 from __future__ import annotations
@@ -74,6 +75,42 @@ def test_metrics_file_hour_is_local_time(tmp_path: Path, tz: str, utc: dt.dateti
     case.ingest_engine([f"decode-0={path}"], tz=tz)
     rows = case.con.sql("SELECT ts, ts_inferred FROM engine_requests WHERE kind = 'metrics'").fetchall()
     assert rows == [(utc, True)]
+
+
+# SGLang's own health check (a 1-token generation it sends itself) as 0.5.x logs its Receive line;
+# each row below carries one of its three marks alone, and the last none of them
+RECEIVE = (
+    '[2026-09-01 08:01:0@I@] Receive: obj=GenerateReqInput(text=None, input_ids=[0], '
+    'input_embeds=None, image_data=None, video_data=None, audio_data=None, '
+    "sampling_params={'max_new_tokens': 1, 'temperature': 0.0}, rid='@RID@', "
+    'return_logprob=False, logprob_start_len=-1, top_logprobs_num=0, token_ids_logprob=None, '
+    'return_text_in_logprobs=True, stream=False, log_metrics=True, return_hidden_states=False, '
+    'modalities=[], session_params=None, lora_path=None, lora_id=None, '
+    "custom_logit_processor=None, bootstrap_host='@HOST@', bootstrap_port=None, "
+    'bootstrap_room=@ROOM@, bootstrap_pair_key=None, data_parallel_rank=None, '
+    'background=False, conversation_id=None, priority=None, extra_key=None, no_logs=False, '
+    'custom_labels=None, return_bytes=False, return_entropy=False)'
+)
+
+HEALTH_MARKS = [
+    ("HEALTH_CHECK_1788965640.000000", "10.0.2.11", "5", True),   # the rid alone
+    ("r-room0", "10.0.2.11", "0", True),                          # bootstrap room 0 alone
+    ("r-fake-host", "2.2.2.2", "6", True),                        # the placeholder host alone
+    ("r-ordinary", "10.0.2.11", "7", False),
+]
+
+
+def test_each_health_check_mark_alone_flags_the_record(tmp_path: Path) -> None:
+    """The loader is the one place a health check is recognised (the judgement reads its flag):
+    the HEALTH_CHECK rid, bootstrap room 0 or host 2.2.2.2, each alone, flags the record."""
+    lines = [RECEIVE.replace("@I@", str(i)).replace("@RID@", rid).replace("@HOST@", host).replace("@ROOM@", room)
+             for i, (rid, host, room, _) in enumerate(HEALTH_MARKS)]
+    log = tmp_path / "prefill-0.log"
+    log.write_text(START + "\n".join(lines) + "\n", encoding="utf-8")
+    case = forensics.open_case(":memory:")
+    case.ingest_engine([f"prefill-0={log}"], tz="UTC")
+    got = dict(case.con.sql("SELECT rid, is_health_check FROM engine_requests WHERE kind = 'received'").fetchall())
+    assert got == {rid: flag for rid, _, _, flag in HEALTH_MARKS}
 
 
 def test_duplicates_are_found_within_one_layer_only(tmp_path: Path) -> None:

@@ -157,8 +157,10 @@ def affected_tenants_chart(case: Case | str | os.PathLike[str], **params: Any) -
     """Bar chart: affected responses per tenant, confirmed and suspected stacked.
 
     Example:
-        >>> chart = affected_tenants_chart("case.duckdb")    # doctest: +SKIP
-        >>> save_chart(chart, "affected_tenants.html")        # doctest: +SKIP
+        >>> from forensics.sample import sample_case
+        >>> chart = affected_tenants_chart(sample_case())
+        >>> type(chart).__name__
+        'Chart'
     """
     return tenants_chart(_frame(analysis.affected_tenants(as_case(case), **params)))
 
@@ -167,7 +169,12 @@ def affected_timeline_chart(case: Case | str | os.PathLike[str], **params: Any) 
     """Scatter over time: each affected response at its prompt size, with the admission limit.
 
     Example:
-        >>> save_chart(affected_timeline_chart("case.duckdb"), "timeline.svg")   # doctest: +SKIP
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> from forensics.sample import sample_case
+        >>> svg = save_chart(affected_timeline_chart(sample_case()), Path(tempfile.mkdtemp()) / "timeline.svg")
+        >>> svg.read_text().startswith("<svg")
+        True
     """
     return timeline_chart(_frame(analysis.affected_requests(as_case(case), **params)))
 
@@ -176,7 +183,12 @@ def exposure_windows_chart(case: Case | str | os.PathLike[str], **params: Any) -
     """Gantt-style chart: each node start's period, coloured by the pool audit verdict.
 
     Example:
-        >>> save_chart(exposure_windows_chart("case.duckdb"), "windows.png")     # doctest: +SKIP
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> from forensics.sample import sample_case
+        >>> png = save_chart(exposure_windows_chart(sample_case()), Path(tempfile.mkdtemp()) / "windows.png")
+        >>> png.read_bytes()[:4]
+        b'\\x89PNG'
     """
     return windows_chart(_frame(analysis.pool_audit(as_case(case), **params)))
 
@@ -269,7 +281,13 @@ def save_chart(chart: alt.TopLevelMixin, path: str | os.PathLike[str], fmt: str 
     ``fmt`` defaults to the file's suffix. No format loads anything from the network when opened.
 
     Example:
-        >>> save_chart(affected_tenants_chart("case.duckdb"), "tenants.html")   # doctest: +SKIP
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> from forensics.sample import sample_case
+        >>> page = save_chart(affected_tenants_chart(sample_case()), Path(tempfile.mkdtemp()) / "tenants.html")
+        >>> text = page.read_text()
+        >>> "vega" in text, "cdn.jsdelivr" in text
+        (True, False)
     """
     out = Path(path)
     fmt = (fmt or out.suffix.lstrip(".") or "html").lower()

@@ -13,9 +13,18 @@ that list to a customer directory export and writes one folder per tenant.
   id is ever written into a tenant's folder.
 
 Example:
+    >>> import tempfile
+    >>> from pathlib import Path
     >>> import forensics
-    >>> rel = with_directory(forensics.notifications("case.duckdb"), "customers.csv")  # doctest: +SKIP
-    >>> write_packets("case.duckdb", "packets/")                                        # doctest: +SKIP
+    >>> from forensics.sample import sample_case
+    >>> out = Path(tempfile.mkdtemp())
+    >>> _ = (out / "customers.csv").write_text("tenant_id,company,contact_email,account_owner\\n"
+    ...     "5b724e83d2b7aaa355d7687552c91693,Acme,security@acme.example,J. Doe\\n")
+    >>> listed = with_directory(forensics.notifications(sample_case()), out / "customers.csv").df()
+    >>> len(listed), int(listed.in_directory.sum())       # every tenant kept, one found in the directory
+    (38, 1)
+    >>> len(write_packets(sample_case(), out / "packets"))
+    38
 """
 
 from __future__ import annotations
@@ -77,7 +86,11 @@ def read_directory(path: str | os.PathLike[str]) -> duckdb.DuckDBPyRelation:
     A tenant listed several times keeps every distinct contact, joined with ``; ``.
 
     Example:
-        >>> read_directory("customers.csv").columns                   # doctest: +SKIP
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> path = Path(tempfile.mkdtemp()) / "customers.csv"
+        >>> _ = path.write_text("tenant_id,company,contact_email,account_owner\\n007,Acme,sec@acme.example,J. Doe\\n")
+        >>> read_directory(path).columns
         ['tenant_id', 'company', 'contact_email', 'account_owner', 'directory_rows']
     """
     p = Path(path)
@@ -134,7 +147,16 @@ def with_directory(
     NULL): such a tenant is kept and must be resolved by hand. Row order is the list's.
 
     Example:
-        >>> with_directory(forensics.notifications("case.duckdb"), "customers.csv").df()  # doctest: +SKIP
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> import forensics
+        >>> from forensics.sample import sample_case
+        >>> path = Path(tempfile.mkdtemp()) / "customers.csv"
+        >>> _ = path.write_text("tenant_id,company,contact_email,account_owner\\n"
+        ...     "5b724e83d2b7aaa355d7687552c91693,Acme,security@acme.example,J. Doe\\n")
+        >>> df = with_directory(forensics.notifications(sample_case()), path).df()
+        >>> df.loc[df.in_directory, ["tenant_id", "company"]].values.tolist()
+        [['5b724e83d2b7aaa355d7687552c91693', 'Acme']]
     """
     d = directory if isinstance(directory, duckdb.DuckDBPyRelation) else read_directory(directory)
     listing = to_arrow(rel)
@@ -159,7 +181,12 @@ def for_tenants(rel: duckdb.DuckDBPyRelation, tenants: list[str], *columns: str)
     The values are bound as constants (expression API), never formatted into SQL.
 
     Example:
-        >>> for_tenants(forensics.leak_sources("case.duckdb"), ["t1"], "tenant_id", "source_tenant_id")  # doctest: +SKIP
+        >>> import forensics
+        >>> from forensics.sample import sample_case
+        >>> sources = forensics.leak_sources(sample_case())
+        >>> mine = for_tenants(sources, ["5b724e83d2b7aaa355d7687552c91693"], "tenant_id", "source_tenant_id")
+        >>> len(mine.df()) < len(sources.df())
+        True
     """
     if not tenants:
         return rel
@@ -272,8 +299,11 @@ def write_packets(
     """One folder per tenant to notify: ``summary.md`` and ``requests.csv`` (its own ids only).
 
     Example:
-        >>> [p.path.name for p in write_packets("case.duckdb", "packets")][:2]   # doctest: +SKIP
-        ['cbe7ab577e70736167c4274c659856b4', '28b4f434-b14b-4c28-b52e-215a73f4801f']
+        >>> import tempfile
+        >>> from forensics.sample import sample_case
+        >>> packets = write_packets(sample_case(), tempfile.mkdtemp())
+        >>> [p.path.name for p in packets][:2], sorted(f.name for f in packets[0].path.iterdir())
+        (['5b724e83d2b7aaa355d7687552c91693', '313ee2fa4358cca397ff0de03dd41acb'], ['requests.csv', 'summary.md'])
     """
     c = as_case(case)
     params: dict[str, Any] = {"limit_tokens": limit_tokens, "start": start, "end": end, "node": node,

@@ -11,8 +11,11 @@ Unknown is never "no": a node start whose pool or context the logs do not show m
 ``unknown (...)`` unless another start is known to be exposed, and "Is it over?" ``unknown (...)``.
 
 Example:
-    >>> data = report_data("case.duckdb")                      # doctest: +SKIP
-    >>> open("impact_report.html", "w").write(render_html(data))  # doctest: +SKIP
+    >>> from forensics.outputs.report_html import render_html
+    >>> from forensics.sample import sample_case
+    >>> data = report_data(sample_case())
+    >>> data.numbers["n_confirmed"], render_html(data).startswith("<!DOCTYPE html>")
+    (32, True)
 """
 
 from __future__ import annotations
@@ -232,8 +235,9 @@ def report_data(
     gateway-only case has no engine startup lines to derive them from).
 
     Example:
-        >>> report_data("case.duckdb").numbers["n_confirmed"]     # doctest: +SKIP
-        34
+        >>> from forensics.sample import sample_case
+        >>> report_data(sample_case()).numbers["n_suspected"]
+        3
     """
     c = as_case(case)
     window: dict[str, Any] = {"limit_tokens": limit_tokens, "start": start, "end": end}
@@ -465,7 +469,9 @@ def render_markdown(data: ReportData, *, max_rows: int = MARKDOWN_MAX_ROWS) -> s
     """The report as Markdown (GitHub-flavoured tables; every data value escaped, never altered).
 
     Example:
-        >>> print(render_markdown(report_data("case.duckdb")))       # doctest: +SKIP
+        >>> from forensics.sample import sample_case
+        >>> render_markdown(report_data(sample_case())).splitlines()[0]
+        '# Impact report'
     """
     lines: list[str] = [f"# {md_text(data.title)}\n"]
     stamp = f" on {data.generated_at}" if data.generated_at else ""
@@ -505,8 +511,9 @@ def summary_dict(data: ReportData) -> dict[str, Any]:
     """The machine-readable summary: headline numbers, answers, parameters and the tables' rows.
 
     Example:
-        >>> summary_dict(report_data("case.duckdb"))["numbers"]["n_confirmed"]   # doctest: +SKIP
-        34
+        >>> from forensics.sample import sample_case
+        >>> summary_dict(report_data(sample_case()))["numbers"]["n_confirmed"]
+        32
     """
     tables = {}
     for key, s in data.sections.items():
@@ -566,7 +573,11 @@ def write_report(
     """Write the report's renderings that were asked for; returns the paths written.
 
     Example:
-        >>> write_report(report_data("case.duckdb"), "report.html", markdown="report.md")  # doctest: +SKIP
+        >>> import tempfile
+        >>> from forensics.sample import sample_case
+        >>> out = Path(tempfile.mkdtemp())
+        >>> [p.name for p in write_report(report_data(sample_case()), out / "report.html", markdown=out / "report.md")]
+        ['report.html', 'report.md']
     """
     from forensics.outputs.report_html import render_html
 

@@ -185,7 +185,10 @@ def render_html(data: ReportData, *, max_rows: int | None = None) -> str:
 
     Example:
         >>> from forensics.outputs.report import report_data
-        >>> page = render_html(report_data("case.duckdb"))      # doctest: +SKIP
+        >>> from forensics.sample import sample_case
+        >>> page = render_html(report_data(sample_case()))
+        >>> page.count("<svg") >= 1, "cdn." in page
+        (True, False)
     """
     from forensics.outputs.report import HTML_MAX_ROWS, summary_dict
 

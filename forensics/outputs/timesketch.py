@@ -20,9 +20,12 @@ gateway, router and engine record of each affected request's evidence chain, and
 start. A record without a timestamp cannot be placed on a timeline: it is counted, not written.
 
 Example:
+    >>> import tempfile
+    >>> from pathlib import Path
     >>> import forensics
-    >>> write_timesketch(forensics.timeline("case.duckdb"), "timeline.jsonl")   # doctest: +SKIP
-    TimesketchExport(events=244, skipped=0)
+    >>> from forensics.sample import sample_case
+    >>> write_timesketch(forensics.timeline(sample_case()), Path(tempfile.mkdtemp()) / "timeline.jsonl")
+    TimesketchExport(events=237, skipped=0)
 """
 
 from __future__ import annotations
@@ -131,7 +134,13 @@ def write_timesketch(rel: Tabular, path: str | os.PathLike[str]) -> TimesketchEx
     """Write timeline rows as Timesketch JSONL (one event per line, UTF-8, LF line ends).
 
     Example:
-        >>> write_timesketch(forensics.timeline("case.duckdb"), "timeline.jsonl")   # doctest: +SKIP
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> import forensics
+        >>> from forensics.sample import sample_case
+        >>> path = Path(tempfile.mkdtemp()) / "timeline.jsonl"
+        >>> write_timesketch(forensics.timeline(sample_case()), path).events == len(path.read_text().splitlines())
+        True
     """
     table = to_arrow(rel)
     rows = table.to_pylist()

@@ -10,10 +10,11 @@
 Needs ``pip install 'forensics[spark]'`` and a Java 17+ runtime; nothing outside this package
 imports pyspark or sqlglot.
 
-Example:
-    >>> import forensics
-    >>> case = forensics.open_case("case_parquet/", backend="spark", spark_master="local[2]")  # doctest: +SKIP
-    >>> forensics.affected_requests(case).df()                                               # doctest: +SKIP
+Example (needs a Java runtime: not run as a doctest; tests/test_spark.py makes the same calls)::
+
+    import forensics
+    case = forensics.open_case("case_parquet/", backend="spark", spark_master="local[2]")
+    forensics.affected_requests(case).df()
 """
 
 from __future__ import annotations

@@ -9,10 +9,11 @@ affected list, a tenant table: small) comes back as Arrow and is wrapped in an i
 relation, so ``.df()``, ``.arrow()``, ``.order()`` and the outputs work unchanged. A result too
 large for the driver stays distributed with :meth:`SparkCase.spark_query` (a Spark DataFrame).
 
-Example:
-    >>> import forensics
-    >>> case = forensics.open_case("case_parquet/", backend="spark")        # doctest: +SKIP
-    >>> forensics.affected_requests(case).df()                              # doctest: +SKIP
+Example (needs a Java runtime: not run as a doctest; tests/test_spark.py makes the same calls)::
+
+    import forensics
+    case = forensics.open_case("case_parquet/", backend="spark")
+    forensics.affected_requests(case).df()
 """
 
 from __future__ import annotations
@@ -275,9 +276,9 @@ class SparkCase(Case):
     def sql(self, query: str, params: dict[str, Any] | Sequence[Any] | None = None) -> duckdb.DuckDBPyRelation:
         """Run DuckDB SQL on the case (translated to Spark SQL); the result as a DuckDB relation.
 
-        Example:
-            >>> case.sql("SELECT count(*) AS n FROM gateway_requests").fetchall()   # doctest: +SKIP
-            [(10004,)]
+        Example (needs a Java runtime: not run as a doctest; tests/test_spark.py makes the same calls)::
+
+            case.sql("SELECT count(*) AS n FROM gateway_requests").fetchall()   # [(10004,)]
         """
         if params is not None and not isinstance(params, dict):
             raise QueryError("the Spark backend binds parameters by name ($name) only")

@@ -21,9 +21,10 @@ The passes that need the whole case then run once over it, on Spark:
 
 Line numbers and sha256 are those of the local loaders on the same bytes.
 
-Example:
-    >>> ingest("case_parquet/", gateway=["s3a://evidence/gateway/"],
-    ...        engine=["s3a://evidence/sglang/"], engine_tz="Asia/Singapore")   # doctest: +SKIP
+Example (needs a Java runtime: not run as a doctest; tests/test_spark.py makes the same calls)::
+
+    ingest("case_parquet/", gateway=["s3a://evidence/gateway/"],
+           engine=["s3a://evidence/sglang/"], engine_tz="Asia/Singapore")
 """
 
 from __future__ import annotations
@@ -164,9 +165,10 @@ def plan_files(spark: SparkSession | None, gateway: Sequence[str], engine: Seque
     per sub-directory, ``NODE=``) applies to it unchanged.
 
     Example:
-        >>> [(f.kind, f.node, f.name) for f in plan_files(None, [], ["prefill-0=tests/fixtures/engine/v0_5_6/prefill.log"],
-        ...                                              Path("/tmp"))]   # doctest: +SKIP
-        [('engine', 'prefill-0', 'prefill.log')]
+        >>> from forensics.sample import sample_dir
+        >>> files = plan_files(None, [], [f"prefill-0={sample_dir() / 'engine' / 'prefill-0'}"], Path("/tmp"))
+        >>> [(f.kind, f.node, f.name) for f in files]
+        [('engine', 'prefill-0', 'sglang.log.1.gz'), ('engine', 'prefill-0', 'sglang.log')]
     """
     from forensics.sources.collect.layout import resolve_sources
 

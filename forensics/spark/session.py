@@ -10,10 +10,10 @@
 The master comes from, in order: the ``master`` argument (``--spark-master``), an already running
 session (``spark-submit``, a notebook's ``spark``), ``FORENSICS_SPARK_MASTER``, then ``local[*]``.
 
-Example:
-    >>> spark = session("local[2]")     # doctest: +SKIP
-    >>> spark.sql("SELECT 1 AS x").collect()   # doctest: +SKIP
-    [Row(x=1)]
+Example (needs a Java runtime: not run as a doctest; tests/test_spark.py makes the same calls)::
+
+    spark = session("local[2]")
+    spark.sql("SELECT 1 AS x").collect()   # [Row(x=1)]
 """
 
 from __future__ import annotations
