@@ -1,9 +1,9 @@
 """Vectorised parsing of the timestamps collectors write (RFC 3339 / ISO 8601, epoch numbers).
 
 Every function works on a whole batch at once: ``buf`` is the batch's ``uint8`` buffer and
-``pos`` the byte position where each line's timestamp starts. A fixed window of bytes is
-gathered per line into a matrix and every field is read with array arithmetic, so the cost is a
-few dozen bytes per line whatever the line's length, and there is no Python loop per line.
+``pos`` the byte position where each line's timestamp starts. RFC 3339 is parsed by one compiled
+loop (:func:`.kernels.rfc3339`); the others gather a fixed window of bytes per line into a matrix
+and read every field with array arithmetic: no Python loop per line.
 
 Example:
     >>> import numpy as np
@@ -19,16 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Bytes gathered per timestamp: ``YYYY-MM-DDTHH:MM:SS`` (19) + ``.`` + 9 digits + ``+HH:MM`` (6).
-WINDOW = 36
-
 _ZERO = 48
 #: Microseconds per unit.
 _US_PER_S = 1_000_000
-_US_PER_DAY = 86_400 * _US_PER_S
-
-_DIGIT_POS = np.array([0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18])
-_POW10 = np.array([10**k for k in range(8, -1, -1)], dtype=np.int64)  # ns weight of fraction digit k
 
 
 def window(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
@@ -78,13 +71,6 @@ def days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
     doy = (153 * mp + 2) // 5 + d.astype(np.int64) - 1
     doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
     return np.asarray(era * 146097 + doe - 719468, dtype=np.int64)
-
-
-_MDAYS = np.array([0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
-
-
-def _leap(y: np.ndarray) -> np.ndarray:
-    return np.asarray(((y % 4 == 0) & (y % 100 != 0)) | (y % 400 == 0))
 
 
 @dataclass(frozen=True)
