@@ -28,6 +28,12 @@ from forensics.sqlfiles import load_query, query_names
         # an ordered string_agg keeps its order
         ("SELECT string_agg(id, ' ' ORDER BY ts) FROM t",
          "SELECT LISTAGG(id, ' ') WITHIN GROUP (ORDER BY ts NULLS LAST) FROM t"),
+        # a distinct string_agg sorted by its own value: the sorted set, joined (Spark's LISTAGG
+        # DISTINCT beside another DISTINCT aggregate fails in its optimiser); NULL without values
+        ("SELECT count(DISTINCT a), string_agg(DISTINCT b, ' ' ORDER BY b) FROM t",
+         "SELECT COUNT(DISTINCT a), CASE WHEN COUNT(b) > 0 THEN ARRAY_JOIN(ARRAY_SORT(COLLECT_SET(b)), ' ') END FROM t"),
+        ("SELECT string_agg(DISTINCT b, '/' ORDER BY b DESC) FROM t",
+         "SELECT CASE WHEN COUNT(b) > 0 THEN ARRAY_JOIN(REVERSE(ARRAY_SORT(COLLECT_SET(b))), '/') END FROM t"),
         # types and literals
         ("SELECT CAST(x AS VARCHAR), CAST(x AS INTEGER) FROM t", "SELECT CAST(x AS STRING), CAST(x AS INT) FROM t"),
         ("SELECT contains(b, '\\') FROM t", "SELECT CONTAINS(b, '\\\\') FROM t"),

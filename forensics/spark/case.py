@@ -306,8 +306,11 @@ class SparkCase(Case):
         own = {k: v for k, v in params.items() if k in set(q.param_names)}
         views: list[str] = []
         try:
-            for inp in q.inputs:
-                src = self._result(inp, {k: params[k] for k in load_query(inp).all_param_names()})
+            # every input computed before any is registered: an input's own run registers and
+            # drops the inputs it reads (notification_requests and notifications share some)
+            results = [(inp, self._result(inp, {k: params[k] for k in load_query(inp).all_param_names()}))
+                       for inp in q.inputs]
+            for inp, src in results:
                 views.append(f"{inp}_result")
                 self.spark.createDataFrame(src).createOrReplaceTempView(views[-1])
             return run_steps(self.spark, steps, own)

@@ -80,7 +80,37 @@ def _ordered_list(node: exp.Expression) -> exp.Expression | None:
     return exp.Anonymous(this="TRANSFORM", expressions=[sorted_, lam])
 
 
+def _distinct_sorted_string_agg(node: exp.GroupConcat) -> exp.Expression | None:
+    """``string_agg(DISTINCT x, sep ORDER BY x)``: the distinct values sorted and joined.
+
+    Spark's ``LISTAGG(DISTINCT ...) WITHIN GROUP`` beside another DISTINCT aggregate of the same
+    GROUP BY fails in its optimiser (``RewriteDistinctAggregates`` casts the ordering to the wrong
+    class: Spark 4.0); ``array_join(array_sort(collect_set(x)), sep)`` is the same value, and NULL
+    when no value is there, as DuckDB's.
+    """
+    order = node.this
+    if not isinstance(order, exp.Order) or not isinstance(order.this, exp.Distinct):
+        return None
+    values = order.this.expressions
+    keys = order.expressions
+    if len(values) != 1 or len(keys) != 1 or keys[0].this != values[0]:
+        return None
+    value = values[0]
+    ordered: exp.Expression = exp.Anonymous(
+        this="ARRAY_SORT", expressions=[exp.Anonymous(this="COLLECT_SET", expressions=[value.copy()])])
+    if keys[0].args.get("desc"):
+        ordered = exp.Anonymous(this="REVERSE", expressions=[ordered])
+    separator = node.args.get("separator") or exp.Literal.string(",")
+    joined = exp.Anonymous(this="ARRAY_JOIN", expressions=[ordered, separator.copy()])
+    present = exp.GT(this=exp.Count(this=value.copy()), expression=exp.Literal.number(0))
+    return exp.Case(ifs=[exp.If(this=present, true=joined)])
+
+
 def _rewrite(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.GroupConcat):
+        distinct = _distinct_sorted_string_agg(node)
+        if distinct is not None:
+            return distinct
     if isinstance(node, exp.Extract) and node.this.name.upper() == "EPOCH":
         return _epoch_seconds(node.expression)
     if isinstance(node, exp.Anonymous) and node.name.upper() == "EPOCH" and len(node.expressions) == 1:
