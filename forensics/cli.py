@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -289,24 +290,45 @@ def _parse_time(value: str | None, option: str) -> dt.datetime | None:
     return t
 
 
-def _param_option(param: str, default: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The click option of one query parameter (by name; the query file documents its meaning)."""
+def _query_param_help(query: str | None, param: str) -> str | None:
+    """The ``-- param $name TYPE: ...`` line of the query (or of one of its inputs), as option help."""
+    if query is None:
+        return None
+    from forensics.sqlfiles import load_query
+
+    q = load_query(query)
+    for p in q.params:
+        if p.name == param:
+            # the SQL's words for the command line: $end -> --end, NULL -> not given
+            text = re.sub(r"\$(\w+)", lambda m: "--" + m.group(1).replace("_", "-"), p.description)
+            text = text.replace("(NULL:", "(not given:")
+            return text[:1].upper() + text[1:]
+    for inp in q.inputs:
+        found = _query_param_help(inp, param)
+        if found:
+            return found
+    return None
+
+
+def _param_option(param: str, default: Any, query: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click option of one query parameter; its help is the query file's ``-- param`` line."""
+    own = _query_param_help(query, param)
     if param == "limit_tokens":
         return click.option("--limit-tokens", "limit_tokens", type=int, default=None,
-                            help="Override the admission limit derived from the logs (tokens).")
+                            help=own or "Override the admission limit derived from the logs (tokens).")
     if param == "start":
         return click.option("--start", "start", default=None,
-                            help="Only from this UTC time (ISO 8601); with --end, the exposure window to use.")
+                            help=own or "Only from this UTC time (ISO 8601); with --end, the exposure window to use.")
     if param == "end":
-        return click.option("--end", "end", default=None, help="Only before this UTC time (ISO 8601).")
+        return click.option("--end", "end", default=None, help=own or "Only before this UTC time (ISO 8601).")
     if param == "node":
-        return click.option("--node", "node", default=None, help="Only this engine node.")
+        return click.option("--node", "node", default=None, help=own or "Only this engine node.")
     if param == "window_s":
         return click.option("--window-s", "window_s", type=int, default=default, show_default=True,
-                            help="Look-back before the affected decode start, in seconds.")
+                            help=own or "Look-back before the affected decode start, in seconds.")
     if param == "request_id":
         return click.option("--request-id", "request_id", default=None,
-                            help="Only this request (gateway id, x-request-id or engine rid).")
+                            help=own or "Only this request (gateway id, x-request-id or engine rid).")
     raise AssertionError(f"no CLI option defined for query parameter {param!r}")
 
 
@@ -317,8 +339,10 @@ def _tenant_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
 def _window_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """--limit-tokens/--start/--end/--node/--window-s, as forensics affected and sources take them."""
+    from forensics.analysis import DEFAULT_WINDOW_S  # the one default of the look-back
+
     for param, default in reversed((("limit_tokens", None), ("start", None), ("end", None), ("node", None),
-                                    ("window_s", 600))):
+                                    ("window_s", DEFAULT_WINDOW_S))):
         func = _param_option(param, default)(func)
     return func
 
@@ -711,7 +735,7 @@ def _analysis_command(command: str, func_name: str) -> None:
     for name in shown:
         param = sig.parameters.get(name)
         default = None if param is None or param.default is inspect.Parameter.empty else param.default
-        decorators.append(_param_option(name, default))
+        decorators.append(_param_option(name, default, func_name))
     if command in TENANT_FILTERS:
         decorators.append(_tenant_option())
     decorators.append(click.option("--show-sql", is_flag=True, help="Print the SQL run (to stderr)."))
