@@ -280,7 +280,7 @@ def kubernetes_place(path: Path) -> _K8s | None:
 
 
 def resolve_sources(
-    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str] | EngineSource],
     *,
     node_map: str | os.PathLike[str] | NodeRule | None = None,
     warnings: list[str] | None = None,
@@ -291,7 +291,8 @@ def resolve_sources(
     files directly inside it are nodes by their stem); a file alone is the node of its stem; a
     Kubernetes layout anywhere in a path gives the pod, grouped into nodes by the node rule.
     Dangling symlinks (a ``containers/`` link whose target was not copied) are reported in
-    ``warnings``.
+    ``warnings``. An :class:`EngineSource` item is already resolved and kept as it is (a Spark
+    task reading the files another process resolved, with their pods).
 
     Example:
         >>> resolve_sources([])
@@ -301,8 +302,10 @@ def resolve_sources(
     """
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
-    items = [os.fspath(p) for p in paths]
-    if not items:
+    given = list(paths)
+    ready = [p for p in given if isinstance(p, EngineSource)]
+    items = [os.fspath(p) for p in given if not isinstance(p, EngineSource)]
+    if not items and not ready:
         raise InputError("no engine paths given", hint="pass --engine [NODE=]PATH")
     rule = node_map if isinstance(node_map, NodeRule) else NodeRule.load(node_map)
     out: list[EngineSource] = []
@@ -335,11 +338,14 @@ def resolve_sources(
     seen: set[Path] = set()
     unique: list[EngineSource] = []
     # real files before symlinks, so a /var/log/containers link to a file also given is dropped
-    for s in sorted(out, key=lambda s: s.path.is_symlink()):
+    for s in [*ready, *sorted(out, key=lambda s: s.path.is_symlink())]:
         r = s.path.resolve()
         if r in seen:
             continue
         seen.add(r)
+        if s.order:  # resolved before: kind and order as given
+            unique.append(s)
+            continue
         s.kind = "metrics" if METRICS_RE.search(s.path.name) else "log"
         s.order = (s.node, s.kind != "log", s.pod or "", *rotation_key(s.path.resolve() if s.path.is_symlink() else s.path))
         unique.append(s)
