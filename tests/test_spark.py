@@ -238,6 +238,40 @@ def test_inputs_given_as_uris_are_listed_and_read_through_hadoop(spark: Any, sam
                                  "ORDER BY start_seq").fetchall()
 
 
+def test_spark_ingest_keeps_the_pods_of_a_kubelet_layout(spark: Any, tmp_path: Path) -> None:
+    """Files of /var/log/pods (CRI-wrapped, rotated): the tasks read them with the pod, container
+    and namespace the collection stage found on the driver; every table equals the local ingest's."""
+    from forensics.sample.wrap import wrap_tree
+    from forensics.spark import ingest
+
+    src = tmp_path / "plain"
+    shutil.copytree(SAMPLE / "engine" / "prefill-1", src / "prefill-1")
+    wrap_tree(src, tmp_path / "k8s", "cri", tz="Asia/Singapore")
+    pods = str(tmp_path / "k8s" / "var" / "log" / "pods")
+    local = tmp_path / "local.duckdb"
+    with forensics.open_case(local, now=NOW) as case:
+        case.ingest_engine([pods], tz="Asia/Singapore")
+        options = [r[0] for r in case.con.execute("SELECT options FROM evidence_files").fetchall()]
+    assert len(options) >= 2 and all('"pod"' in str(o) and '"container"' in str(o) for o in options)
+    ingest(tmp_path / "case", engine=[pods], engine_tz="Asia/Singapore", spark=spark, now=NOW)
+    _same_tables(local, tmp_path / "case")
+
+
+def test_a_uri_file_binaryfile_cannot_hold_is_refused_naming_it(spark: Any, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """binaryFile holds a file as one Java array (< 2 GiB): a bigger one is an error before any task,
+    never a truncated read (here with the limit lowered); a local path has no such limit."""
+    import forensics.spark.distributed as distributed
+    from forensics.spark import ingest
+
+    src = SAMPLE / "engine" / "prefill-1" / "sglang.log"
+    monkeypatch.setattr(distributed, "BINARY_FILE_MAX_BYTES", src.stat().st_size)
+    with pytest.raises(forensics.ForensicsError, match=r"sglang\.log: [\d,]+ bytes: .*below 2 GiB") as err:
+        ingest(tmp_path / "case", engine=[f"prefill-1={src.as_uri()}"], spark=spark, now=NOW)
+    assert "file:" in str(err.value)
+    assert not (tmp_path / "case" / "case.json").exists()
+
+
 @pytest.mark.parametrize("func", ["affected_requests", "affected_tenants", "leak_sources", "pool_audit"])
 def test_spark_ingest_answers_as_the_local_case(func: str, sample_case: Case, ingested: Case) -> None:
     _same(getattr(forensics, func)(sample_case), getattr(forensics, func)(ingested))

@@ -1,12 +1,23 @@
 """The Spark ingest: the toolkit's own loaders, run in parallel on the executors, into a Parquet case.
 
-Nothing is parsed twice or differently: each Spark task receives the bytes of a few evidence files
-(Spark's ``binaryFile`` source, so any path the session can read: local, ``s3a://``, ``gs://``,
-``abfs://``, ``hdfs://``), writes them to its local disk under their own names, and runs the local
-loaders on them (``Case.ingest_gateway`` / ``Case.ingest_engine``, the same calls as
-``forensics ingest CASE.duckdb``) into a DuckDB case of its own. Its tables come back as Arrow
-batches. The SGLang request tokeniser is never translated to a JVM regex (Java's backtracking
-engine overflows its stack on a prompt of a few thousand characters).
+Nothing is parsed twice or differently: each Spark task runs the local loaders
+(``Case.ingest_gateway`` / ``Case.ingest_engine``, the same calls as ``forensics ingest
+CASE.duckdb``) on a few evidence files into a DuckDB case of its own; its tables come back as Arrow
+batches. Engine files go to the tasks as the collection stage resolved them on the driver
+(:class:`~forensics.sources.collect.layout.EngineSource`: node, Kubernetes pod, container,
+namespace, reading order), so a task's rows are those of a local ingest of the whole tree.
+
+How a task gets a file's bytes:
+
+* a **local path** (the driver's file system; on a cluster, one the executors share at the same
+  path) is opened by the task itself and streamed by the loader: no size limit, no copy;
+* a **URI** (``s3a://``, ``gs://``, ``abfs://``, ``hdfs://``, ``file://``: whatever the session's
+  Hadoop file systems read) comes through Spark's ``binaryFile`` source, written to the task's
+  local disk under its own name. ``binaryFile`` holds a file as one value: a file of 2 GiB or more
+  is refused before any task runs, naming it (copy it to a shared path, or split it at line ends).
+
+The SGLang request tokeniser is never translated to a JVM regex (Java's backtracking engine
+overflows its stack on a prompt of a few thousand characters).
 
 The passes that need the whole case then run once over it, on Spark:
 
@@ -29,6 +40,7 @@ Example (needs a Java runtime: not run as a doctest; tests/test_spark.py makes t
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import io
 import os
@@ -62,6 +74,12 @@ _ERROR = "_error"
 #: rows per Arrow batch handed back by a parse task
 _ROWS_PER_BATCH = 128 * 1024
 
+#: the largest file Spark's binaryFile source reads (one Java byte array: Int.MaxValue bytes)
+BINARY_FILE_MAX_BYTES = 2**31 - 1
+
+#: bytes of local files one parse task takes at most (more tasks than cores keep them all busy)
+_TASK_BYTES = 256 << 20
+
 
 @dataclass(frozen=True)
 class PlannedFile:
@@ -77,6 +95,12 @@ class PlannedFile:
     recorded: str
     kind: str
     node: str | None = None
+    #: an engine file as the collection stage resolved it (pod, container, namespace, order)
+    source: Any = None
+    #: bytes (from the listing), None when unknown
+    size: int | None = None
+    #: a local path the task opens itself (else the bytes come through binaryFile)
+    in_place: bool = False
 
     @property
     def name(self) -> str:
@@ -105,36 +129,41 @@ def _hadoop(spark: SparkSession) -> tuple[Any, Any]:
     return jvm, conf
 
 
-def _remote_listing(spark: SparkSession, uri: str) -> tuple[str, list[str]]:
-    """List a remote file, directory (recursive) or glob: ``(root URI, file paths relative to it)``."""
+def _remote_listing(spark: SparkSession, uri: str) -> tuple[str, list[str], dict[str, int]]:
+    """List a remote file, directory (recursive) or glob: ``(root URI, paths relative to it, sizes)``."""
     jvm, conf = _hadoop(spark)
     path = jvm.org.apache.hadoop.fs.Path(uri)
     fs = path.getFileSystem(conf)
     if any(ch in uri for ch in "*?["):
         matches = fs.globStatus(path) or []
         root = uri[: uri.rfind("/", 0, min(i for i in (uri.find(c) for c in "*?[") if i >= 0)) + 1]
-        files = []
+        files: list[tuple[str, int]] = []
         for st in matches:
             if st.isFile():
-                files.append(str(st.getPath().toString()))
+                files.append((str(st.getPath().toString()), int(st.getLen())))
             else:
                 it = fs.listFiles(st.getPath(), True)
                 while it.hasNext():
-                    files.append(str(it.next().getPath().toString()))
-        return root, [_relative(root, f) for f in files]
+                    f = it.next()
+                    files.append((str(f.getPath().toString()), int(f.getLen())))
+        found = [_relative(root, f) for f, _ in files]
+        return root, found, {r: n for r, (_, n) in zip(found, files, strict=True)}
     if not fs.exists(path):
         raise InputError(f"{uri}: no such file or directory", hint="check the path and the session's credentials")
     status = fs.getFileStatus(path)
     if status.isFile():
         full = str(status.getPath().toString())
         root = full[: full.rfind("/") + 1]
-        return root, [full[len(root):]]
+        return root, [full[len(root):]], {full[len(root):]: int(status.getLen())}
     root = str(status.getPath().toString()).rstrip("/") + "/"
-    files = []
+    rels: list[str] = []
+    sizes: dict[str, int] = {}
     it = fs.listFiles(path, True)
     while it.hasNext():
-        files.append(_relative(root, str(it.next().getPath().toString())))
-    return root, files
+        f = it.next()
+        rels.append(_relative(root, str(f.getPath().toString())))
+        sizes[rels[-1]] = int(f.getLen())
+    return root, rels, sizes
 
 
 def _relative(root: str, full: str) -> str:
@@ -175,11 +204,12 @@ def plan_files(spark: SparkSession | None, gateway: Sequence[str], engine: Seque
     expand_paths = _gateway_files()
 
     mirrors: dict[str, str] = {}  # placeholder resolved path -> remote URI
+    sizes: dict[str, int] = {}  # remote URI -> bytes
 
     def mirror(uri: str) -> str:
         if spark is None:
             raise ParameterError(f"{uri}: a remote path needs a Spark session")
-        root, rels = _remote_listing(spark, uri)
+        root, rels, listed = _remote_listing(spark, uri)
         if not rels:
             raise InputError(f"{uri}: no files found", hint="check the path")
         base = scratch / f"r{len(mirrors)}"
@@ -188,6 +218,7 @@ def plan_files(spark: SparkSession | None, gateway: Sequence[str], engine: Seque
             p.parent.mkdir(parents=True, exist_ok=True)
             p.touch()
             mirrors[str(p.resolve())] = root + rel
+            sizes[root + rel] = listed[rel]
         if uri.rstrip("/").endswith(rels[0]) and len(rels) == 1:  # a single file
             return str(base / rels[0])
         return str(base)
@@ -198,7 +229,8 @@ def plan_files(spark: SparkSession | None, gateway: Sequence[str], engine: Seque
         for p in expand_paths(items):
             resolved = str(p.resolve())
             uri = mirrors.get(resolved)
-            out.append(PlannedFile(len(out) + 1, uri or _file_uri(resolved), uri or resolved, "gateway"))
+            out.append(PlannedFile(len(out) + 1, uri or _file_uri(resolved), uri or resolved, "gateway",
+                                   size=sizes[uri] if uri else p.stat().st_size, in_place=uri is None))
     if engine:
         items = []
         for e in engine:
@@ -208,8 +240,30 @@ def plan_files(spark: SparkSession | None, gateway: Sequence[str], engine: Seque
         for src in (resolve_sources(items, node_map=node_map) if node_map is not None else resolve_sources(items)):
             resolved = str(src.path.resolve())
             uri = mirrors.get(resolved)
-            out.append(PlannedFile(len(out) + 1, uri or _file_uri(resolved), uri or resolved, "engine", src.node))
+            out.append(PlannedFile(len(out) + 1, uri or _file_uri(resolved), uri or resolved, "engine", src.node,
+                                   source=src, size=sizes[uri] if uri else src.path.stat().st_size,
+                                   in_place=uri is None))
     return out
+
+
+def refuse_oversized(files: Sequence[PlannedFile], limit: int | None = None) -> None:
+    """A file read through binaryFile (a URI) of ``limit`` bytes or more is an error naming it.
+
+    Spark's binaryFile source holds a file as one Java byte array: it cannot read such a file;
+    nothing is ever truncated. A local path has no such limit (the task opens it).
+
+    Example:
+        >>> refuse_oversized([PlannedFile(1, "s3a://b/big.log", "s3a://b/big.log", "engine", size=3 << 30)])
+        Traceback (most recent call last):
+        ...
+        forensics.errors.InputError: s3a://b/big.log: 3,221,225,472 bytes: Spark's binaryFile source reads files below 2 GiB only (copy the file to a path every executor sees and pass that path, or split it at line ends)
+    """
+    limit = BINARY_FILE_MAX_BYTES if limit is None else limit
+    for f in files:
+        if not f.in_place and f.size is not None and f.size >= limit:
+            raise InputError(
+                f"{f.recorded}: {f.size:,} bytes: Spark's binaryFile source reads files below 2 GiB only",
+                hint="copy the file to a path every executor sees and pass that path, or split it at line ends")
 
 
 def _through_hadoop(path: str) -> bool:
@@ -262,11 +316,14 @@ def parse_files(files: list[tuple[PlannedFile, Path]], opts: IngestOptions, work
     Every ``file_id`` column holds the file's ``order`` (its place in the whole ingest), every
     ``evidence_files.path`` the path recorded for it.
     """
-    by_local = {str(p.resolve()): pf for pf, p in files}
+    by_local = {str(p.resolve()): pf for pf, p in files} | {str(p): pf for pf, p in files}
     case = open_case(workdir / "case.duckdb", now=opts.now)
     try:
-        gateway = [str(p) for pf, p in sorted(files, key=lambda x: x[0].order) if pf.kind == "gateway"]
-        engine = [f"{pf.node}={p}" for pf, p in sorted(files, key=lambda x: x[0].order) if pf.kind == "engine"]
+        ordered = sorted(files, key=lambda x: x[0].order)
+        gateway = [str(p) for pf, p in ordered if pf.kind == "gateway"]
+        # the driver's resolution, with the path the bytes are at here
+        engine: list[Any] = [f"{pf.node}={p}" if pf.source is None else dataclasses.replace(pf.source, path=p)
+                             for pf, p in ordered if pf.kind == "engine"]
         summary = IngestSummary()
         try:
             if gateway:
@@ -321,6 +378,45 @@ def _remap(table: str, rb: pa.RecordBatch, order: dict[int, int], recorded: dict
             col = pa.array([None if v is None else recorded.get(v, v) for v in col.to_pylist()], type=col.type)
         cols.append(col)
     return pa.RecordBatch.from_arrays(cols, schema=rb.schema)
+
+
+def _open_partition(groups: list[list[PlannedFile]], opts: IngestOptions) -> Any:
+    """The ``mapInArrow`` function over group numbers: each task opens its group's local files."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            for gid in b.column("id").to_pylist():
+                files = [(pf, pf.source.path if pf.source is not None else Path(pf.recorded))
+                         for pf in groups[int(gid)]]
+                scratch = tempfile.mkdtemp(prefix="forensics-spark-")
+                try:
+                    yield from parse_files(files, opts, Path(scratch))
+                finally:
+                    shutil.rmtree(scratch, ignore_errors=True)
+
+    return run
+
+
+def task_groups(files: Sequence[PlannedFile], tasks: int, task_bytes: int = _TASK_BYTES) -> list[list[PlannedFile]]:
+    """Files into parse tasks: at least ``tasks`` groups (when there are files enough), none much
+    over ``task_bytes`` unless one file is; largest files first, each to the lightest group.
+
+    Example:
+        >>> fs = [PlannedFile(i, "", "", "engine", size=n) for i, n in enumerate([5, 1, 4, 2], 1)]
+        >>> [[f.order for f in g] for g in task_groups(fs, 2)]
+        [[1, 2], [3, 4]]
+    """
+    if not files:
+        return []
+    total = sum(f.size or 0 for f in files)
+    n = max(1, min(len(files), max(tasks, -(-total // task_bytes))))
+    groups: list[list[PlannedFile]] = [[] for _ in range(n)]
+    load = [0] * n
+    for f in sorted(files, key=lambda f: (-(f.size or 0), f.order)):
+        i = min(range(n), key=lambda k: (load[k], k))
+        groups[i].append(f)
+        load[i] += f.size or 0
+    return [sorted(g, key=lambda f: f.order) for g in groups if g]
 
 
 def _parse_partition(plan: dict[str, PlannedFile], opts: IngestOptions) -> Any:
@@ -416,14 +512,26 @@ def ingest(
 def _parse(spark: SparkSession, files: list[PlannedFile], opts: IngestOptions) -> DataFrame:
     from pyspark import StorageLevel
 
-    plan = {_key(f.uri): f for f in files}
-    # one file's bytes per Arrow batch into the parse tasks: a task holds one file in memory
+    refuse_oversized(files)
+    local = [f for f in files if f.in_place]
+    remote = [f for f in files if not f.in_place]
+    parts: list[DataFrame] = []
+    # one file (or one group number) per Arrow batch into the parse tasks
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1")
-    raw = spark.read.format("binaryFile").load([f.uri for f in files])
-    parsed = raw.select("path", "content").mapInArrow(_parse_partition(plan, opts), _ENVELOPE)
-    parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
-    parsed.count()  # run the parse once; every table below reads the persisted envelopes
-    spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    try:
+        if local:
+            groups = task_groups(local, 2 * spark.sparkContext.defaultParallelism)
+            ids = spark.range(0, len(groups), numPartitions=len(groups))
+            parts.append(ids.mapInArrow(_open_partition(groups, opts), _ENVELOPE))
+        if remote:
+            plan = {_key(f.uri): f for f in remote}
+            raw = spark.read.format("binaryFile").load([f.uri for f in remote])
+            parts.append(raw.select("path", "content").mapInArrow(_parse_partition(plan, opts), _ENVELOPE))
+        parsed = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+        parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
+        parsed.count()  # run the parse once; every table below reads the persisted envelopes
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     return parsed
 
 

@@ -275,7 +275,7 @@ def kubernetes_place(path: Path) -> _K8s | None:
 
 
 def resolve_sources(
-    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str] | EngineSource],
     *,
     node_map: str | os.PathLike[str] | NodeRule | None = None,
     warnings: list[str] | None = None,
@@ -290,6 +290,8 @@ def resolve_sources(
     Dangling symlinks (a ``containers/`` link whose target was not copied) are reported in
     ``warnings``. Symlinked directories are followed (loops cut); an unreadable file or directory
     is an InputError naming it, or with ``skip_unreadable`` is appended to ``unread``.
+    An :class:`EngineSource` item is already resolved and kept as it is (a Spark
+    task reading the files another process resolved, with their pods).
 
     Example:
         >>> resolve_sources([])
@@ -299,8 +301,10 @@ def resolve_sources(
     """
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
-    items = [os.fspath(p) for p in paths]
-    if not items:
+    given = list(paths)
+    ready = [p for p in given if isinstance(p, EngineSource)]
+    items = [os.fspath(p) for p in given if not isinstance(p, EngineSource)]
+    if not items and not ready:
         raise InputError("no engine paths given", hint="pass --engine [NODE=]PATH")
     rule = node_map if isinstance(node_map, NodeRule) else NodeRule.load(node_map)
     out: list[EngineSource] = []
@@ -333,11 +337,14 @@ def resolve_sources(
     seen: set[Path] = set()
     unique: list[EngineSource] = []
     # real files before symlinks, so a /var/log/containers link to a file also given is dropped
-    for s in sorted(out, key=lambda s: s.path.is_symlink()):
+    for s in [*ready, *sorted(out, key=lambda s: s.path.is_symlink())]:
         r = s.path.resolve()
         if r in seen:
             continue
         seen.add(r)
+        if s.order:  # resolved before: kind and order as given
+            unique.append(s)
+            continue
         s.kind = "metrics" if METRICS_RE.search(s.path.name) else "log"
         s.order = (s.node, s.kind != "log", s.pod or "", *rotation_key(s.path.resolve() if s.path.is_symlink() else s.path))
         unique.append(s)
