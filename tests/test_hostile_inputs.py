@@ -308,6 +308,22 @@ def test_a_grown_gateway_file_loads_only_its_new_lines(tmp_path: Path, label: st
     assert third.skipped is not None
 
 
+def test_another_file_starting_with_a_known_files_bytes_is_loaded_whole(tmp_path: Path) -> None:
+    # a retry log repeating the edge's first record is not the edge log grown: nothing of it is lost
+    edge = _w(tmp_path, "edge/edge.ndjson", body(3))
+    other = _w(tmp_path, "retry/retry.ndjson", body(3) + body(2, 3))
+    case = forensics.open_case(":memory:")
+    case.ingest_gateway(edge, format="cloudflare-http")
+    f = case.ingest_gateway(other, format="cloudflare-http").files[0]
+    assert (f.lines_read, f.rows_loaded + f.rows_duplicate) == (5, 5) and not any("grew" in w for w in f.warnings)
+    assert case.sql("SELECT prior_file_id, first_line FROM evidence_files WHERE file_id = 2").fetchall() == [(None, 1)]
+    # the same file name collected again into another folder is the same source: only its new lines
+    again = _w(tmp_path, "second-copy/edge.ndjson", body(3) + body(1, 10))
+    g = case.ingest_gateway(again, format="cloudflare-http").files[0]
+    assert (g.lines_read, g.rows_loaded) == (1, 1) and any("grew since file_id 1" in w for w in g.warnings)
+    _check_reconciles(case)
+
+
 def test_a_grown_csv_export_loads_only_its_new_rows(tmp_path: Path) -> None:
     header = "request_id,team_id,model_group,startTime,endTime,status,prompt_tokens,completion_tokens,spend"
     row = "r{0},team-1,glm,2026-09-02 00:00:0{0},2026-09-02 00:01:0{0},success,10,5,0.1"

@@ -99,6 +99,26 @@ class Known:
     open_tail: bool
     #: the physical line whose end is ``end_offset`` (the last line read whole)
     end_line: int
+    #: where it was read from, and as what (a grown version is the same source: see :meth:`Ledger.decide`)
+    path: str = ""
+    layer: str | None = None
+    node: str | None = None
+
+    def same_source(self, path: str, layer: str | None, node: str | None) -> bool:
+        """True when a file at ``path`` (read as ``layer`` / ``node``) can be a newer version of this one.
+
+        The same path; or the same file name read as the same layer and node (a live log collected
+        again into another folder). Another file that merely starts with the same bytes (a retry
+        log repeating the edge's first record, another layer's export) is not a grown version.
+
+        Example:
+            >>> k = Known(1, "s", 10, None, 1, 2, 10, False, 2, "/a/sglang.log", "engine", "decode-0")
+            >>> k.same_source("/b/sglang.log", "engine", "decode-0"), k.same_source("/a/retry.log", "engine", "decode-0")
+            (True, False)
+        """
+        if path == self.path:
+            return True
+        return Path(path).name == Path(self.path).name and layer == self.layer and node == self.node
 
     @property
     def next_line(self) -> int:
@@ -227,17 +247,17 @@ class Ledger:
 
     def _load_known(self) -> None:
         rows = self.con.execute(
-            "SELECT file_id, sha256, size, head_sha256, first_line, lines_read, end_offset, open_tail, end_line "
-            "FROM evidence_files WHERE kind = $k AND status = 'done' ORDER BY file_id",
+            "SELECT file_id, sha256, size, head_sha256, first_line, lines_read, end_offset, open_tail, end_line, "
+            "path, layer, node FROM evidence_files WHERE kind = $k AND status = 'done' ORDER BY file_id",
             {"k": self.kind},
         ).fetchall()
         self._done = {}
         self._known = []
-        for fid, sha, size, head, first, lines, end, open_tail, end_line in rows:
+        for fid, sha, size, head, first, lines, end, open_tail, end_line, path, layer, node in rows:
             self._done.setdefault(str(sha), int(fid))
             if end is not None and end_line is not None:
                 self._known.append(Known(int(fid), str(sha), int(size), head, int(first or 1), int(lines or 0),
-                                         int(end), bool(open_tail), int(end_line)))
+                                         int(end), bool(open_tail), int(end_line), str(path), layer, node))
 
     def done_file(self, sha256: str) -> int | None:
         """The file_id of a completely loaded file with these bytes, if any."""
@@ -272,13 +292,21 @@ class Ledger:
         return sorted({k.size for k in self._known if 0 < k.size < size
                        and (k.size <= HEAD_BYTES or k.head_sha256 == head_sha256)})
 
-    def decide(self, sha256: str, size: int, prefixes: dict[int, str]) -> Decision:
-        """Skip (same bytes done), extend a known file (its bytes are this file's prefix), or load whole."""
+    def decide(self, sha256: str, size: int, prefixes: dict[int, str], *, path: str | None = None,
+               layer: str | None = None, node: str | None = None) -> Decision:
+        """Skip (same bytes done), extend a known file (its bytes are this file's prefix), or load whole.
+
+        Only a file of the same source (:meth:`Known.same_source`: ``path`` and ``layer`` / ``node``
+        given) extends a known one; without ``path`` a file is never taken as a grown version.
+        """
         existing = self.done_file(sha256)
         if existing is not None:
             return Decision(skip=existing)
         assert self._known is not None
-        matches = [k for k in self._known if k.size < size and prefixes.get(k.size) == k.sha256]
+        if path is None:
+            return Decision()
+        matches = [k for k in self._known if k.size < size and prefixes.get(k.size) == k.sha256
+                   and k.same_source(path, layer, node)]
         if not matches:
             return Decision()
         prior = max(matches, key=lambda k: (k.size, -k.file_id))

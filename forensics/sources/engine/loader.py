@@ -541,7 +541,8 @@ def _register(led: Ledger, src: EngineSource, snap: Snapshot, fp: Fingerprint, t
     fmt = "sglang-request-metrics" if src.kind == "metrics" else "sglang"
     fs = FileSummary(path=str(src.path), kind="engine", format=fmt, layer="engine", node=src.node, size=snap.size)
     job = _Job(case=case, src=src, fs=fs, snap=snap, tz=tz, rule=rule, chunk_bytes=chunk_bytes)
-    decision = led.decide(fp.sha256, snap.size, fp.prefixes)
+    decision = led.decide(fp.sha256, snap.size, fp.prefixes, path=snap.resolved or str(snap.path.resolve()),
+                          layer="engine", node=src.node)
     # the same bytes twice in one ingest (a copy beside the original) are read once
     skip = decision.skip if decision.skip is not None else seen.get(fp.sha256)
     if skip is not None:

@@ -251,7 +251,8 @@ def _summary(plan: FilePlan, size: int) -> FileSummary:
 def _decide(led: Ledger, job: _Job, seen: dict[str, str]) -> bool:
     """Set the job's decision from its (finished) scan; False when the file is skipped."""
     sc = job.scan()
-    job.decision = led.decide(sc.sha, job.snap.size, sc.prefixes)
+    job.decision = led.decide(sc.sha, job.snap.size, sc.prefixes,
+                              path=job.snap.resolved or str(job.snap.path.resolve()), layer=job.plan.spec.layer)
     fs = job.summary
     if job.decision.skip is not None:
         fs.file_id = job.decision.skip
