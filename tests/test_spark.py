@@ -315,6 +315,15 @@ def test_cli_affected_csv_on_spark_equals_duckdb(spark: Any, sample_case_path: P
     assert spark_params == local_params | {"case": spark_params["case"]}
 
 
+def test_outputs_never_go_over_the_parquet_case_or_its_evidence(ingested: Case, ingested_dir: Path,
+                                                                 tmp_path: Path) -> None:
+    """What the CLI checks before writing (``-o``), on a Parquet case: its directory and its evidence."""
+    for bad in (ingested_dir / "affected.csv", SAMPLE / "engine" / "prefill-0" / "sglang.log"):
+        with pytest.raises(forensics.ForensicsError, match="refusing to write"):
+            ingested.check_output(bad)
+    assert ingested.check_output(tmp_path / "affected.csv") == tmp_path / "affected.csv"
+
+
 def test_a_parquet_case_that_is_not_one_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:
         main(["affected", str(tmp_path), "--backend", "spark"])

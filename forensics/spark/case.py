@@ -22,14 +22,15 @@ import datetime as dt
 import os
 import re
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
 import sqlglot
 
-from forensics.case import Case, configure_connection, open_case
-from forensics.errors import CaseError, QueryError
+from forensics.case import Case, check_output, configure_connection, open_case
+from forensics.errors import CaseError, ParameterError, QueryError
 from forensics.spark.parquet_case import Manifest, case_views, read_manifest
 from forensics.spark.session import session
 from forensics.spark.translate import Step, TranslationError, statement_steps
@@ -351,6 +352,18 @@ class SparkCase(Case):
     def ingest_engine(self, paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *,
                       tz: str = "UTC", quiet: bool = True, **options: Any) -> IngestSummary:
         return self.ingest_gateway(paths)
+
+    def check_output(self, out: str | os.PathLike[str]) -> Path:
+        """Refuse to write ``out`` inside the Parquet case or over one of its evidence files."""
+        if not is_remote(self.path):
+            root, target = Path(self.path).resolve(), Path(out).resolve()
+            if target == root or root in target.parents:
+                raise ParameterError(f"refusing to write {out}: it is inside the Parquet case {self.path}",
+                                     hint="choose an output path outside the case directory")
+        paths = [str(r[0]) for r in self.sql("SELECT DISTINCT path FROM evidence_files").fetchall()]
+        # evidence read through Hadoop is recorded as its URI: a file: one is a local file here
+        local = [re.sub(r"^file:/+", "/", p) for p in paths if p.startswith("file:") or not is_remote(p)]
+        return check_output(out, evidence=local)
 
     def close(self) -> None:
         """Drop the case's cached views and its in-process result store (the session stays)."""
