@@ -55,8 +55,10 @@ DERIVED_TABLES = frozenset({"engine_starts"})
 #: that kind, or ``ms`` milliseconds after it (so the kill lands inside the statement that follows,
 #: e.g. the COMMIT). Events: 'begin' (a file registered), 'rows' (a file's rows written, before its
 #: counts), 'commit' (just before the COMMIT of a file's last rows), 'segment' (a segment committed),
-#: 'rebuild' (before a derived table is rebuilt).
+#: 'rebuild' (before a derived table is rebuilt). ``FORENSICS_CRASH_SIGNAL=INT`` sends SIGINT instead
+#: (a Ctrl-C that lands at a known point, so the interrupt test never races the ingest).
 CRASH_ENV = "FORENSICS_CRASH_AT"
+CRASH_SIGNAL_ENV = "FORENSICS_CRASH_SIGNAL"
 _crash_counts: dict[tuple[str, str], int] = {}
 
 
@@ -73,11 +75,12 @@ def crash_point(kind: str, event: str) -> None:
     if n != int(parts[2]):
         return
     delay = int(parts[3]) / 1000 if len(parts) > 3 else 0.0
+    sig = signal.SIGINT if os.environ.get(CRASH_SIGNAL_ENV, "KILL").upper() == "INT" else signal.SIGKILL
 
     def die() -> None:
         if delay:
             time.sleep(delay)
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), sig)
 
     if delay:
         threading.Thread(target=die, daemon=True).start()
