@@ -37,6 +37,7 @@ __all__ = [
     "affected_requests",
     "affected_tenants",
     "coverage",
+    "evidence_gaps",
     "exposure_windows",
     "hidden_errors",
     "impact_summary",
@@ -128,6 +129,21 @@ def _run_sources(
 
 
 # -- the queries ------------------------------------------------------------------------------
+
+
+def evidence_gaps(case: CaseLike) -> duckdb.DuckDBPyRelation:
+    """What the case's evidence lacks or flags: one row per file and problem (``partial`` first).
+
+    ``partial`` rows (an unfinished ingest, a file not read whole) mean every answer rests on
+    partial evidence: outputs then never say a clean "no". Columns: problem, partial, file_id, path,
+    kind, node, n_lines, detail.
+
+    Example:
+        >>> import forensics
+        >>> forensics.evidence_gaps(forensics.open_case(":memory:")).fetchall()
+        []
+    """
+    return _run(case, "evidence_gaps")
 
 
 def pool_audit(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBPyRelation:

@@ -628,6 +628,7 @@ ANALYSIS_COMMANDS: dict[str, str] = {
     "notifications": "notifications",
     "notification-requests": "notification_requests",
     "timeline": "timeline",
+    "gaps": "evidence_gaps",
 }
 
 #: commands defined above with options of their own (the loop below makes the others)

@@ -32,6 +32,7 @@ TABLE_OUTPUTS = (
     "hidden_errors",
     "post_fix_check",
     "notifications",
+    "evidence_gaps",
 )
 
 

@@ -47,6 +47,11 @@ def _case(tmp_path: Path) -> Path:
         # one's started on the same decode node: every tenant but the last is also a possible source
         s.pd_request(f"x{i}", t(10 + i * 0.05), tokens=700_000, rejected=True, tenant=tenant,
                      model=f"=m{i}|{SCRIPT}")
+    # file names and loader warnings come from the evidence too: a file named like a formula whose
+    # warning carries a script, a pipe and CR/LF reaches the gaps list, the report's sources table
+    hostile_file = s.file(f"gateway/{PAYLOADS[1]}.ndjson", "gateway", layer="edge")
+    s.case.con.execute("UPDATE evidence_files SET rows_rejected = 2, warning = ? WHERE file_id = ?",
+                       [f"=cmd|{SCRIPT}\r\nnext", hostile_file])
     path = tmp_path / "hostile.duckdb"
     s.case.con.execute(f"ATTACH '{path}' AS out")
     s.case.con.execute("COPY FROM DATABASE memory TO out")
@@ -85,7 +90,7 @@ def _assert_safe_csv(text: str, path: str) -> list[dict[str, str]]:
 
 
 @pytest.mark.parametrize("command", ["affected", "tenants", "sources", "notifications", "notification-requests",
-                                     "timeline", "chain", "mismatch", "audit"])
+                                     "timeline", "chain", "mismatch", "audit", "gaps"])
 def test_every_csv_output_is_neutralised(hostile: Path, tmp_path: Path, command: str) -> None:
     from click.testing import CliRunner
 
@@ -99,6 +104,9 @@ def test_every_csv_output_is_neutralised(hostile: Path, tmp_path: Path, command:
         tenants = {r["tenant_id"] for r in rows}
         assert SCRIPT in tenants and '=HYPERLINK("http://evil.example/?x","click")' in tenants
         assert "a|b" in tenants and "\rlead" in tenants  # values unchanged once read back
+    if command == "gaps":
+        assert {r["detail"] for r in rows} >= {f"=cmd|{SCRIPT}\r\nnext"}
+        assert any(r["path"].endswith(f"{PAYLOADS[1]}.ndjson") for r in rows)
 
 
 def test_investigate_csvs_and_packets_are_neutralised(hostile: Path, tmp_path: Path) -> None:
@@ -177,7 +185,7 @@ def test_markdown_escapes_without_changing_the_value(hostile: Path) -> None:
         cells.append("".join(q.text))
     joined = "\n".join(cells)
     for value in ("a|b", SCRIPT, "<img src=x onerror=alert(2)>", "**bold** _x_ `code` [l](http://x)",
-                  "line1\nline2", "\rlead"):
+                  "line1\nline2", "\rlead", f"=cmd|{SCRIPT}\r\nnext"):
         assert value in joined, value
     # every table row of the Markdown keeps its number of cells (no pipe split a cell)
     for block in re.findall(r"((?:^\|.*\|$\n?)+)", text, flags=re.M):

@@ -94,6 +94,7 @@ def test_report_renders_offline_in_chromium(report_file: Path, sample_case: Case
         "n_tenants_to_notify": len(forensics.notifications(sample_case).df()),
         "n_exposed_nodes": int(audit.loc[audit["verdict"] == "exposed", "node"].nunique()),
         "n_unknown_starts": len(unknown_starts(audit)),
+        "n_evidence_gaps": int(forensics.evidence_gaps(sample_case).df()["partial"].sum()),
     }
     assert {k: int(v.replace(",", "")) for k, v in seen["metrics"].items()} == expected
     assert seen["rows"]["affected"] == len(affected)
@@ -101,6 +102,8 @@ def test_report_renders_offline_in_chromium(report_file: Path, sample_case: Case
     assert seen["rows"]["audit"] == len(audit)
     assert seen["rows"]["files"] == sample_case.sql("SELECT count(*) FROM evidence_files").fetchall()[0][0]
     assert seen["verdicts"]["exposed"] == "yes" and seen["verdicts"]["over"] == "yes"
+    assert seen["verdicts"]["evidence"] == "yes"
+    assert seen["rows"]["coverage_files"] == len(forensics.coverage(sample_case).df())
     assert seen["scripts"] == ["application/json"]  # data only: the page runs no script
 
     # a screenshot of the first page for a reviewer, and the page prints

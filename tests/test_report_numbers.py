@@ -111,8 +111,12 @@ def test_every_summary_number_agrees_with_the_tables_and_csvs(outputs: Path) -> 
 
     # the same table in the three renderings: same rows, same values
     for key, title in (("tenants", "Affected tenants (recipients)"), ("sources", "Tenants whose data may have been exposed (sources)"),
-                       ("affected", "Affected responses and their evidence"), ("audit", "Pool audit of every node start")):
-        as_json = [{k: "" if v is None else str(v) for k, v in r.items()} for r in tables[key]]
+                       ("affected", "Affected responses and their evidence"), ("audit", "Pool audit of every node start"),
+                       ("gaps", "Evidence gaps: what the case lacks or flags"),
+                       ("coverage", "Coverage: what the engine logs show per node"),
+                       ("coverage_files", "Coverage per file: lines by kind")):
+        as_json = [{k: "" if v is None else str(v).lower() if isinstance(v, bool) else str(v) for k, v in r.items()}
+                   for r in tables[key]]
         assert page.tables[key] == as_json, key
         assert md[title] == as_json, key
 
@@ -142,10 +146,27 @@ def test_every_summary_number_agrees_with_the_tables_and_csvs(outputs: Path) -> 
     assert n["n_unknown_starts"] == sum(r["starts_unknown"] for r in tables["coverage"])
     assert n["n_node_starts"] == sum(r["starts"] for r in tables["coverage"])
     assert n["n_node_starts"] == len(tables["audit"]) == len(_csv(outputs / "pool_audit.csv"))
+    # coverage per file (forensics coverage) adds up to the per-node rows and to the evidence read
+    per_file = tables["coverage_files"]
+    assert sum(r["n_starts"] for r in per_file) == n["n_node_starts"]
+    engine_files = [r for r in tables["files"] if r["kind"] == "engine"]
+    assert {r["file_id"] for r in per_file} == {r["file_id"] for r in engine_files}
+    assert sum(r["lines_read"] for r in per_file) == sum(r["lines_read"] for r in engine_files) == sum(
+        r["lines_read"] for r in tables["coverage"])
     # evidence
     assert n["files_read"] == sum(r["files"] for r in tables["evidence"]) == len(tables["files"])
     assert n["lines_read"] == sum(r["lines_read"] for r in tables["evidence"]) == sum(
         r["lines_read"] for r in tables["files"])
+
+    # evidence gaps: partial evidence counted from the same rows as the CSV (forensics gaps)
+    gaps_csv = _csv(outputs / "evidence_gaps.csv")
+    assert len(tables["gaps"]) == len(gaps_csv) == len(page.tables["gaps"])
+    assert n["n_evidence_gaps"] == sum(bool(r["partial"]) for r in tables["gaps"]) == sum(
+        r["partial"] == "true" for r in gaps_csv)
+    assert n["evidence_partial"] is (n["n_evidence_gaps"] > 0)
+    assert n["n_unread_paths"] == sum(r["problem"] == "not_read" for r in gaps_csv)
+    assert n["rows_rejected"] == sum(r["n_lines"] for r in tables["gaps"] if r["problem"] == "rejected_lines") \
+        == sum(r["rows_rejected"] for r in tables["files"])
 
     # what the page shows is what the JSON says, printed as integers
     for metric, shown in page.metrics.items():

@@ -34,6 +34,7 @@ from forensics.case import Case, as_case
 from forensics.errors import CaseError
 from forensics.outputs.escape import md_text
 from forensics.outputs.export import frame_for_output, rows_for_output
+from forensics.outputs.scope import partial_evidence
 
 #: A tenant sending this many over-limit prompts within one hour is listed as possible probing.
 PROBE_THRESHOLD = 5
@@ -174,6 +175,11 @@ KIND_COLUMNS = ["kind", "files", "lines_read", "rows_loaded", "rows_rejected", "
                 "incomplete_files"]
 COVERAGE_COLUMNS = ["node", "files", "lines_read", "rows_loaded", "rows_rejected", "starts",
                     "starts_exposed", "starts_ok", "starts_unknown", "first_start", "last_line"]
+COVERAGE_FILE_COLUMNS = ["node", "file_id", "path", "format", "wrapper", "tz", "lines_read", "lines_joined",
+                         "lines_recognised", "lines_foreign", "lines_unknown", "share_recognised", "first_ts",
+                         "last_ts", "n_starts", "with_pool", "with_context", "node_verdict", "complete",
+                         "lines_by_kind"]
+GAP_COLUMNS = ["problem", "partial", "file_id", "path", "kind", "node", "n_lines", "detail"]
 FILE_COLUMNS = ["file_id", "path", "kind", "format", "node", "sha256", "size", "lines_read",
                 "rows_loaded", "rows_rejected", "rows_duplicate", "complete", "warning"]
 
@@ -260,6 +266,8 @@ def report_data(
         "e.lines_read, e.rows_loaded, e.rows_rejected, e.rows_duplicate, e.complete, e.warning "
         "FROM evidence_files e LEFT JOIN evidence_paths p ON p.file_id = e.file_id ORDER BY e.file_id"
     ).df()
+    gaps = analysis.evidence_gaps(c).df()
+    partial = partial_evidence(gaps)
     engine_evidence = audit is not None
     audit = audit if audit is not None else _empty([*AUDIT_COLUMNS, "ts_start"])
     postfix = postfix if postfix is not None else _empty(POSTFIX_COLUMNS)
@@ -306,6 +314,11 @@ def report_data(
         "lines_read": int(kinds["lines_read"].fillna(0).sum()) if len(kinds) else 0,
         "rows_rejected": int(kinds["rows_rejected"].fillna(0).sum()) if len(kinds) else 0,
         "incomplete_files": int(kinds["incomplete_files"].sum()) if len(kinds) else 0,
+        "evidence_partial": partial is not None,
+        "n_evidence_gaps": int(gaps["partial"].astype(bool).sum()) if len(gaps) else 0,
+        "n_unfinished_files": int((gaps["problem"] == "unfinished").sum()),
+        "n_unread_paths": int((gaps["problem"] == "not_read").sum()),
+        "n_grown_files": int((gaps["problem"] == "grown").sum()),
     }
     if len(fleet):
         f0 = fleet.iloc[0]
@@ -314,7 +327,22 @@ def report_data(
         numbers["window_open"] = bool(f0.get("window_open")) if pd.notna(f0.get("window_open")) else None
 
     answers: list[Answer] = []
-    warnings: list[str] = []
+    warnings: list[str] = [partial] if partial else []
+    notes = gaps[~gaps["partial"].astype(bool)] if len(gaps) else gaps
+    note_counts = notes.groupby("problem").size() if len(notes) else pd.Series(dtype="int64")
+    note_words = {"rejected_lines": "file(s) with rejected lines", "grown": "file(s) read as a newer version",
+                  "warning": "file(s) with a warning"}
+    noted = "; ".join(f"{int(note_counts[k])} {w}" for k, w in note_words.items() if k in note_counts)
+    n_rejected = numbers["rows_rejected"]
+    if partial:
+        evidence_text = "no: " + partial.removeprefix("PARTIAL EVIDENCE: ")
+    else:
+        evidence_text = f"yes: every one of the {numbers['files_read']} file(s) was read whole"
+    if noted:
+        evidence_text += f" ({noted}; {n_rejected} line(s) rejected in all, kept with their reason)" if n_rejected \
+            else f" ({noted})"
+    answers.append(Answer("evidence", "Evidence read whole?", "no" if partial else "yes", evidence_text,
+                          "forensics gaps"))
     unknown_text = (f"{len(unknown)} node start(s) without pool / context in the logs: "
                     f"{', '.join(unknown[:10])}{' ...' if len(unknown) > 10 else ''}")
     if not engine_evidence:
@@ -325,6 +353,10 @@ def report_data(
     else:
         exposed_verdict = str(summary["exposed"]["answer"])
         exposed_text = str(summary["exposed"]["detail"])
+    if partial and exposed_verdict == "no":
+        exposed_verdict = "unknown"
+        exposed_text = (f"unknown (no start read ran exposed: {exposed_text.removeprefix('no: ')}; but the "
+                        "evidence is partial: see Evidence gaps)")
     if unknown:
         warnings.append(unknown_text)
     numbers["exposed"] = exposed_verdict
@@ -353,13 +385,14 @@ def report_data(
     strong = threshold.split(" (")[0].removeprefix("prompts of ") if threshold.startswith("prompts of") else None
     answers.append(Answer("threshold", "Threshold", None, threshold, None, strong))
 
-    affected_text = f"{numbers['n_confirmed']} confirmed"
+    at_least = "at least " if partial else ""
+    affected_text = f"{at_least}{numbers['n_confirmed']} confirmed"
     if numbers["n_suspected"]:
         affected_text += f", {numbers['n_suspected']} suspected (no engine evidence)"
     affected_text += ": HTTP 2xx with another request's KV data where 400 was due"
     answers.append(Answer("affected", "Affected responses", None, affected_text, "forensics affected",
                           f"{numbers['n_confirmed']} confirmed"))
-    recipients_text = f"{numbers['n_recipient_tenants']}"
+    recipients_text = f"{at_least}{numbers['n_recipient_tenants']}"
     if numbers["n_affected_tenant_unknown"]:
         recipients_text += (f" (and {numbers['n_affected_tenant_unknown']} affected response(s) whose tenant "
                             "could not be read)")
@@ -367,10 +400,10 @@ def report_data(
                           "forensics tenants", str(numbers["n_recipient_tenants"])))
     answers.append(Answer(
         "sources", "Tenants whose data may have been exposed", None,
-        f"{numbers['n_source_tenants']} ({numbers['n_source_requests']} source requests on the same decode "
+        f"{at_least}{numbers['n_source_tenants']} ({numbers['n_source_requests']} source requests on the same decode "
         f"node within {window_s} s before an affected response)", "forensics sources"))
     answers.append(Answer("notify", "Tenants to notify", None,
-                          f"{numbers['n_tenants_to_notify']} (recipients and possible sources)",
+                          f"{at_least}{numbers['n_tenants_to_notify']} (recipients and possible sources)",
                           "forensics notifications"))
     answers.append(Answer("hidden", "Errors hidden behind 2xx", None,
                           f"{numbers['n_hidden_errors']} (reported separately)", "forensics hidden"))
@@ -379,6 +412,9 @@ def report_data(
     elif summary["over"]["answer"] == "yes" and len(unknown_checks):
         over_verdict = "unknown"
         over_text = f"unknown ({len(unknown_checks)} post-fix check(s) could not be decided)"
+    elif summary["over"]["answer"] == "yes" and partial:
+        over_verdict = "unknown"
+        over_text = "unknown (every post-fix check read passes, but the evidence is partial: see Evidence gaps)"
     else:
         over_verdict, over_text = str(summary["over"]["answer"]), str(summary["over"]["detail"])
     numbers["over"] = over_verdict
@@ -411,6 +447,16 @@ def report_data(
             sec("coverage", "Coverage: what the engine logs show per node", coverage, COVERAGE_COLUMNS,
                 "A start whose pool or context length is not in the logs is 'unknown': it is never counted "
                 "as safe."),
+            sec("coverage_files", "Coverage per file: lines by kind", analysis.coverage(c).df(),
+                COVERAGE_FILE_COLUMNS,
+                "Every engine and router file (forensics coverage): lines recognised, foreign and of no known "
+                "kind, the share recognised, the time span of its lines, the node starts it holds and how many "
+                "show their pool and context, the collection wrapper stripped, the zone applied to zone-less "
+                "times and the lines of each kind.", long=("path", "lines_by_kind")),
+            sec("gaps", "Evidence gaps: what the case lacks or flags", gaps, GAP_COLUMNS,
+                "partial = true (an unfinished ingest, a file not read whole, a path not read): the answers "
+                "rest on partial evidence. The other rows are recorded and shown but do not make it partial "
+                "(forensics gaps).", long=("path", "detail")),
             sec("evidence", "Evidence read", kinds, KIND_COLUMNS,
                 "Counts reconcile per file: lines read = loaded + rejected + duplicate (evidence_files). "
                 "Rejected lines are kept with their reason in rejected_lines."),
@@ -492,7 +538,7 @@ def render_markdown(data: ReportData, *, max_rows: int = MARKDOWN_MAX_ROWS) -> s
         lines.append(f"| {q} | {text} |")
     lines.append("")
     for key in ("windows", "audit", "tenants", "sources", "affected", "postfix", "abuse", "coverage",
-                "evidence", "files"):
+                "coverage_files", "gaps", "evidence", "files"):
         s = data.sections[key]
         lines.append(f"## {s.title}\n")
         if s.note:

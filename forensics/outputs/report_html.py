@@ -34,6 +34,7 @@ KEY_FIGURES = (
     ("n_tenants_to_notify", "tenants to notify"),
     ("n_exposed_nodes", "exposed nodes"),
     ("n_unknown_starts", "node starts unknown"),
+    ("n_evidence_gaps", "files or paths not read whole"),
 )
 
 CSS = """
@@ -60,7 +61,9 @@ table.summary td:first-child { width: 17rem; font-weight: 600; }
 .verdict { font-weight: 700; padding: 0 .35rem; border-radius: 3px; color: #fff; }
 .verdict-yes { background: var(--bad); } .verdict-no { background: var(--ok); }
 .verdict-unknown { background: var(--unknown); }
-tr[data-answer="over"] .verdict-yes { background: var(--ok); } tr[data-answer="over"] .verdict-no { background: var(--bad); }
+tr[data-answer="over"] .verdict-yes, tr[data-answer="evidence"] .verdict-yes { background: var(--ok); }
+tr[data-answer="over"] .verdict-no, tr[data-answer="evidence"] .verdict-no { background: var(--bad); }
+.warning.partial { border-left-color: var(--bad); background: #fdedec; font-weight: 600; }
 figure.chart { margin: 1rem 0; page-break-inside: avoid; break-inside: avoid; }
 figure.chart svg { max-width: 100%; height: auto; }
 code { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: .9em; }
@@ -215,7 +218,8 @@ def render_html(data: ReportData, *, max_rows: int | None = None) -> str:
         "</header>",
     ]
     for w in data.warnings:
-        parts.append(f'<p class="warning" data-warning>Warning: {html_text(w)}</p>')
+        cls = "warning partial" if w.startswith("PARTIAL EVIDENCE") else "warning"
+        parts.append(f'<p class="{cls}" data-warning>Warning: {html_text(w)}</p>')
     parts.append('<section id="summary"><h2>Summary</h2>')
     parts.append('<div class="figures">')
     for metric, label in KEY_FIGURES:
@@ -237,8 +241,8 @@ def render_html(data: ReportData, *, max_rows: int | None = None) -> str:
         for key, caption, svg in charts:
             parts.append(f'<figure class="chart" data-chart="{key}">{svg}<figcaption>{html_text(caption)}</figcaption></figure>')
         parts.append("</section>")
-    order = ("windows", "tenants", "sources", "affected", "audit", "postfix", "abuse", "coverage", "evidence",
-             "files")
+    order = ("windows", "tenants", "sources", "affected", "audit", "postfix", "abuse", "coverage", "coverage_files",
+             "gaps", "evidence", "files")
     for key in order:
         s = data.sections[key]
         page = ' class="page"' if key in ("affected", "files") else ""

@@ -4,7 +4,8 @@
   is a mistake (a typo, the wrong case): it is refused with a one-line error that says so, instead
   of an empty result that reads as "nothing happened there".
 * :func:`coverage_note`: the node starts in scope whose pool or context length the logs do not
-  show (verdict ``unknown``), or the absence of engine startup lines altogether. Unknown is never
+  show (verdict ``unknown``), the absence of engine startup lines altogether, and evidence that
+  was not read whole (:func:`partial_evidence`: an unfinished ingest, a truncated file). Unknown is never
   "no": commands print it on stderr and record it in their output's parameters.
 
 Example:
@@ -109,11 +110,42 @@ def unknown_starts(audit: pd.DataFrame) -> list[str]:
     return out
 
 
+def partial_evidence(gaps: pd.DataFrame) -> str | None:
+    """The sentence saying why the evidence is partial (None when every file was read whole).
+
+    ``gaps`` is :func:`forensics.evidence_gaps`' frame; its ``partial`` rows are an unfinished
+    ingest, files not read whole and paths not read.
+
+    Example:
+        >>> partial_evidence(pd.DataFrame({"problem": ["incomplete", "rejected_lines"],
+        ...                                "partial": [True, False]}))
+        "PARTIAL EVIDENCE: 1 file not read whole (forensics gaps): every answer rests on the evidence read; counts are lower bounds and no 'no' can be concluded"
+    """
+    rows = gaps[gaps["partial"].astype(bool)] if len(gaps) else gaps
+    if rows.empty:
+        return None
+    words = {"unfinished": ("file of an unfinished ingest (run it again)", "files of an unfinished ingest (run it again)"),
+             "incomplete": ("file not read whole", "files not read whole"),
+             "not_read": ("path not read", "paths not read")}
+    counts = rows.groupby("problem", sort=False).size()
+    parts = []
+    for problem, (one, many) in words.items():
+        n = int(counts.get(problem, 0))
+        if n:
+            parts.append(f"{n} {one if n == 1 else many}")
+    others = [str(p) for p in counts.index if p not in words]
+    parts.extend(f"{int(counts[p])} x {p}" for p in others)
+    return (f"PARTIAL EVIDENCE: {', '.join(parts)} (forensics gaps): every answer rests on the evidence "
+            "read; counts are lower bounds and no 'no' can be concluded")
+
+
 def coverage_note(case: Case | str | os.PathLike[str], *, node: str | None = None) -> dict[str, Any]:
     """The node starts in scope the logs cannot judge, and the warning to print (None if none).
 
     Returns ``{"unknown_node_starts": ["prefill-3 #1 (no pool)", ...], "engine_starts": N,
-    "warning": str | None}``; ``node`` limits the scope to one node.
+    "evidence_partial": bool, "warning": str | None}``; ``node`` limits the scope to one node. The
+    warning starts with "PARTIAL EVIDENCE" when a file was not read whole or an ingest is unfinished
+    (:func:`partial_evidence`).
 
     Example:
         >>> import forensics
@@ -121,22 +153,22 @@ def coverage_note(case: Case | str | os.PathLike[str], *, node: str | None = Non
         'no engine startup lines in the case:'
     """
     c = as_case(case)
+    partial = partial_evidence(analysis.evidence_gaps(c).df())
     n_starts = int(c.sql("SELECT count(*) FROM engine_starts").fetchall()[0][0])
     # the unknown starts in scope: queries/impact_summary.sql (start periods the logs do not judge,
     # nodes with engine lines but no startup lines included)
     row = analysis.impact_summary(c, node=node).df().set_index("question").loc["exposed"]
     labels = row["unknown_starts"]
     starts = str(labels).split(", ") if isinstance(labels, str) and labels else []
+    warning: str | None = None
     if n_starts == 0 and not starts:
-        return {
-            "unknown_node_starts": [],
-            "engine_starts": 0,
-            "warning": "no engine startup lines in the case: no node's pool or context length is known, so the "
-                       "exposure cannot be confirmed from the engines (affected rows rest on the given limit and window)",
-        }
-    warning = None
-    if starts:
+        warning = ("no engine startup lines in the case: no node's pool or context length is known, so the exposure "
+                   "cannot be confirmed from the engines (affected rows rest on the given limit and window)")
+    elif starts:
         warning = (f"{len(starts)} node start(s) in scope without pool / context in the logs, verdict unknown: "
                    f"{', '.join(starts[:10])}{' ...' if len(starts) > 10 else ''}; requests they served cannot "
                    "be cleared (see forensics audit)")
-    return {"unknown_node_starts": starts, "engine_starts": n_starts, "warning": warning}
+    if partial:
+        warning = partial + (f"; also {warning}" if warning else "")
+    return {"unknown_node_starts": starts, "engine_starts": n_starts, "evidence_partial": partial is not None,
+            "warning": warning}
