@@ -166,7 +166,12 @@ CASES: list[tuple[str, list[Any], dict[str, str]]] = [
     ("unified-mode health check never takes the leak's gateway record",
      _unified_leak_and_health_check(), {"ray-u": "confirmed"}),
     ("health check known by the loader's flag alone", [F, *_health_check("prefill-0", 10, is_health_check=True)], {}),
-    # (each of the marks the loader flags by: tests/test_ingest_guards.py, through the real ingest)
+    # the loader flags each mark (tests/test_ingest_guards.py); request_legs also recognises them
+    # in a row the loader did not flag (a case written by another tool)
+    ("health check known by its rid alone", [F, *_health_check("prefill-0", 10, rid="HEALTH_CHECK_17")], {}),
+    ("health check known by bootstrap room 0 alone", [F, *_health_check("prefill-0", 10, bootstrap_room=0)], {}),
+    ("health check known by the fake bootstrap host alone",
+     [F, *_health_check("prefill-0", 10, bootstrap_host="2.2.2.2")], {}),
 ]
 
 
