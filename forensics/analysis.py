@@ -276,7 +276,9 @@ def notifications(
     customer directory, and written as per-tenant packets, by :mod:`forensics.outputs.notifications`.
 
     Example:
-        >>> notifications("case.duckdb").df()   # doctest: +SKIP
+        >>> from forensics.sample import sample_case
+        >>> len(notifications(sample_case()).df())     # tenants to notify in the sample incident
+        38
     """
     return _run_sources(case, "notifications", "notifications", limit_tokens, start, end, node, window_s)
 
@@ -293,7 +295,9 @@ def notification_requests(
     """The requests behind each notice: per tenant, its own request ids, notice type, time, model.
 
     Example:
-        >>> notification_requests("case.duckdb").df()   # doctest: +SKIP
+        >>> from forensics.sample import sample_case
+        >>> notification_requests(sample_case()).df().columns.tolist()[:3]
+        ['tenant_id', 'notice_type', 'request_id']
     """
     return _run_sources(case, "notification_requests", "notification requests", limit_tokens, start, end,
                         node, window_s)
@@ -310,7 +314,9 @@ def timeline(
     """The incident as events: each log record of the affected requests' evidence, and node starts.
 
     Example:
-        >>> timeline("case.duckdb").df()   # doctest: +SKIP
+        >>> from forensics.sample import sample_case
+        >>> len(timeline(sample_case()).df())
+        237
     """
     return _run(case, "timeline", check=lambda c: _need_window(c, limit_tokens, start, end, "timeline"),
                 limit_tokens=limit_tokens, start=start, end=end, node=node)

@@ -15,8 +15,10 @@ One pipeline serves every preset and every TOML mapping, one module per concern:
 Example:
     >>> import forensics
     >>> case = forensics.open_case(":memory:")
-    >>> summary = case.ingest_gateway("logs/cloudflare/", format="auto")   # doctest: +SKIP
-    >>> print(summary.render())                                            # doctest: +SKIP
+    >>> from forensics.sample import sample_dir
+    >>> summary = case.ingest_gateway(sample_dir() / "gateway" / "litellm", format="auto", quiet=True)
+    >>> [f.reconciles for f in summary.files]
+    [True]
 """
 
 from __future__ import annotations

@@ -114,8 +114,9 @@ def ingest_gateway(
     Example:
         >>> import forensics
         >>> case = forensics.open_case(":memory:")
-        >>> s = case.ingest_gateway("sample_data/gateway/litellm", format="litellm")  # doctest: +SKIP
-        >>> s.files[0].reconciles                                                    # doctest: +SKIP
+        >>> from forensics.sample import sample_dir
+        >>> s = case.ingest_gateway(sample_dir() / "gateway" / "litellm", format="litellm", quiet=True)
+        >>> s.files[0].reconciles
         True
     """
     t0 = time.perf_counter()
