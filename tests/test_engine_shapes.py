@@ -212,3 +212,15 @@ def test_colour_codes_are_removed_before_the_router_grammar_on_both_paths(tmp_pa
     t = parse_router_lines(_ANSI_ROUTER)
     assert t.select(["is_request", "request_id", "status", "latency_us"]).to_pylist() == [
         {"is_request": True, "request_id": "r-3", "status": 200, "latency_us": 12_000}]
+
+
+def test_a_router_log_is_recognised_as_one_whatever_its_first_lines_are(tmp_path: Path) -> None:
+    """The file's kind comes from all its lines: leading banner or panic text does not make it an engine log."""
+    f = tmp_path / "first.log"
+    f.write_bytes(b"thread 'main' panicked at src/main.rs:12:5:\nnote: run with `RUST_BACKTRACE=1`\n\n"
+                  + (FIX / "router_nested.log").read_bytes())
+    case = open_case(":memory:")
+    s = case.ingest_engine([f"router={f}"], tz="UTC")
+    assert s.files[0].format == "smg-router"
+    assert case.sql("SELECT format FROM evidence_files").fetchall() == [("smg-router",)]
+    assert case.sql("SELECT count(*) FROM router_requests").fetchall() == [(4,)]
