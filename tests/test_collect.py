@@ -89,11 +89,25 @@ def _deflate_truncated(body: bytes, cut: int) -> bytes:
     return data[: len(data) - cut]
 
 
+def _corrupt_zstd() -> bytes:
+    data = bytearray(zstandard.ZstdCompressor(write_checksum=True).compress(
+        b"".join(b"line %d %d\n" % (i, i * i) for i in range(30000))))
+    data[len(data) // 2] ^= 0xFF
+    return bytes(data)
+
+
 DAMAGED = [
     # (name, bytes, complete, problem words, cut-line rejected)
     ("truncated gzip", _deflate_truncated(b"line one\nline two\nline thr", 0), False, "truncated", True),
-    ("gzip + zero padding", gzip.compress(b"a\nb\n") + b"\0" * 512, True, "512 zero byte", False),
-    ("gzip + garbage", gzip.compress(b"a\nb\n") + b"NOT GZIP", False, "8 byte(s) after the end", False),
+    # the one decoder's rule: bytes on disk that were not decoded leave the file incomplete, padding too
+    ("gzip + zero padding", gzip.compress(b"a\nb\n") + b"\0" * 512, False, "512 bytes after the last complete gzip "
+     "member (from byte 24) are not gzip data (padding or a partial copy): counted, not read; every complete member "
+     "was loaded (they are all zero bytes: padding)", False),
+    ("gzip + garbage", gzip.compress(b"a\nb\n") + b"NOT GZIP", False, "8 bytes after the last complete gzip member",
+     False),
+    ("zstd + garbage", zstandard.ZstdCompressor().compress(b"a\nb") + b"NOT ZSTD", False,
+     "8 bytes after the last complete zstd frame", False),
+    ("corrupt zstd", _corrupt_zstd(), False, "zstd stream is corrupt", True),
     ("truncated zstd", zstandard.ZstdCompressor().compress(b"".join(b"line %d %d\n" % (i, i * i) for i in range(30000)))[:-9],
      False, "truncated", True),
 ]

@@ -1,15 +1,13 @@
-"""A file's decompressed bytes in bounded blocks: plain, gzip (ISA-L) or zstd, every member and frame.
+"""A file's decompressed bytes in bounded blocks, through the one decoder (:mod:`forensics.sources.compressed`).
 
-Compression is recognised by magic bytes, never by name. Concatenated gzip members and zstd
-frames (rotated or ``cat``-joined logs) are all read. A stream that breaks off (truncated) or is
-damaged (corrupt data, checksum mismatch) ends the blocks early: what was decompressed before is
-kept and :class:`StreamStatus` says why the file is incomplete. Bytes after the last valid
-member that are not another member (padding, garbage, a damaged header) are counted and reported,
-never silently dropped.
-
-Compressed files are inflated in a background thread (ISA-L and zstd release the GIL), so
-decompression overlaps the parsing of the previous block; at most ``2`` blocks wait in the queue,
-so memory stays bounded for any file size.
+Compression is recognised by magic bytes, never by name. Decoding is
+:func:`forensics.sources.compressed.decoded_blocks` (every gzip member via ISA-L and every zstd
+frame; a stream that breaks off gives its readable part; bytes after the last complete member are
+counted, not read), so the collection stage and the gateway loaders follow the same rules about
+damaged streams. This module adds what line reading needs on top: a background thread that
+overlaps decompression (ISA-L and zstd release the GIL) with the parsing of the previous block,
+regrouping into blocks of ``block_bytes``, a resume offset in the decompressed stream, and
+:class:`StreamStatus`, the decoder's report as the collection stage words it.
 
 Example:
     >>> import gzip, tempfile
@@ -29,12 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from forensics.sources.files import GZIP_MAGIC, ZSTD_MAGIC, compression_of
+from forensics.sources.compressed import StreamReport, decoded_blocks
+from forensics.sources.files import compression_of
 
 #: Decompressed bytes per block handed to the line splitter.
 BLOCK_BYTES = 8 << 20
-#: Compressed bytes fed to a decompressor per call (bounds its output together with max_length).
-_FEED = 256 << 10
+#: Decoded bytes per piece the decoder hands over (regrouped into blocks here; the decoder itself
+#: decodes in small steps, so damage loses little).
+_PIECE = 1 << 20
 
 
 @dataclass
@@ -65,12 +65,6 @@ class StreamStatus:
     #: decompressed bytes produced (skipped prefix included)
     decompressed: int = 0
 
-    def note(self, problem: str, *, complete: bool, truncated: bool = False) -> None:
-        """Record a problem; the first one is kept, later ones are appended."""
-        self.problem = problem if self.problem is None else f"{self.problem}; {problem}"
-        self.complete = self.complete and complete
-        self.truncated = self.truncated or truncated
-
 
 def iter_blocks(
     path: Path, status: StreamStatus, *, block_bytes: int = BLOCK_BYTES, skip: int = 0,
@@ -88,7 +82,6 @@ def iter_blocks(
     """
     comp = compression_of(path)
     status.compression = comp
-    size = path.stat().st_size
     if comp == "none":
         with open(path, "rb") as fh:
             fh.seek(skip)
@@ -97,9 +90,46 @@ def iter_blocks(
                 status.decompressed += len(block)
                 yield block
         return
-    produce = _gzip_pieces if comp == "gzip" else _zstd_pieces
-    pieces = _threaded(produce, path, size, status) if threaded else produce(path, size, status)
+    pieces = _threaded(_decoded, path, comp, status) if threaded else _decoded(path, comp, status)
     yield from _rebound(pieces, block_bytes, skip, status)
+
+
+def _decoded(path: Path, comp: str, status: StreamStatus) -> Iterator[bytes]:
+    """The one decoder's pieces of ``path``; its report goes into ``status`` when it ends."""
+    report = StreamReport(comp)
+    with open(path, "rb") as fh:
+        try:
+            yield from decoded_blocks(fh, comp, report, block=_PIECE)
+        finally:
+            _apply(report, status, fh)
+
+
+def _apply(report: StreamReport, status: StreamStatus, fh: Any) -> None:
+    """Word the decoder's report as the collection stage's :class:`StreamStatus`.
+
+    Only a stream that broke off or a member that could not be decoded cuts the last line
+    (``truncated``); trailing bytes after complete members do not.
+    """
+    status.members = report.members
+    status.complete = report.complete
+    status.truncated = report.truncated or report.error is not None
+    warning = report.warning()
+    if report.trailing and report.undecoded_at is not None:
+        status.trailing_bytes = report.trailing_bytes
+        status.trailing_offset = report.undecoded_at
+        fh.seek(report.undecoded_at)
+        zeros = True
+        while zeros and (chunk := fh.read(1 << 20)):
+            zeros = not chunk.strip(b"\0")
+        status.trailing_zeros = zeros
+        if zeros and warning:
+            warning += " (they are all zero bytes: padding)"
+    elif report.error is not None and warning:
+        low = report.error.lower()
+        if "checksum" in low or "crc" in low or "length" in low:
+            warning += "; the lines read from that member may be altered"
+    if warning:
+        status.problem = warning if status.problem is None else f"{status.problem}; {warning}"
 
 
 def _rebound(pieces: Iterator[bytes], block_bytes: int, skip: int, status: StreamStatus) -> Iterator[bytes]:
@@ -134,7 +164,7 @@ _END = object()
 
 
 def _threaded(
-    produce: Callable[[Path, int, StreamStatus], Iterator[bytes]], path: Path, size: int, status: StreamStatus,
+    produce: Callable[[Path, str, StreamStatus], Iterator[bytes]], path: Path, comp: str, status: StreamStatus,
 ) -> Iterator[bytes]:
     """Run a piece producer in a thread; hand its pieces over through a short queue."""
     q: queue.Queue[Any] = queue.Queue(maxsize=16)
@@ -142,7 +172,7 @@ def _threaded(
 
     def work() -> None:
         try:
-            for piece in produce(path, size, status):
+            for piece in produce(path, comp, status):
                 while not stop.is_set():
                     try:
                         q.put(piece, timeout=0.1)
@@ -174,131 +204,3 @@ def _threaded(
         t.join()
 
 
-def _trailing(fh: Any, at: int, size: int, status: StreamStatus, what: str) -> None:
-    """Count (and characterise) the bytes from ``at`` to the end of the file."""
-    n = size - at
-    if n <= 0:
-        return
-    fh.seek(at)
-    zeros = True
-    while zeros and (chunk := fh.read(1 << 20)):
-        zeros = not chunk.strip(b"\0")
-    status.trailing_bytes = n
-    status.trailing_offset = at
-    status.trailing_zeros = zeros
-    if zeros:
-        status.note(f"{n} zero byte(s) of padding after the end of the {what} at byte {at}", complete=True)
-    else:
-        status.note(f"{n} byte(s) after the end of the {what} at byte {at} are not a {what} "
-                    "and were not read", complete=False)
-
-
-def _gzip_pieces(path: Path, size: int, status: StreamStatus) -> Iterator[bytes]:
-    from isal import isal_zlib
-
-    with open(path, "rb") as fh:
-        d = isal_zlib.decompressobj(wbits=31)
-        status.members = 1
-        consumed = 0  # compressed bytes handed to decompressors so far (file offset)
-        pending = b""
-        while True:
-            if not pending:
-                pending = fh.read(_FEED)
-                if not pending:
-                    break
-            data, pending = pending, b""
-            start = consumed
-            consumed += len(data)
-            try:
-                out = d.decompress(data, _FEED * 16)
-                while True:
-                    if out:
-                        yield out
-                    if d.eof or not d.unconsumed_tail:
-                        break
-                    out = d.decompress(d.unconsumed_tail, _FEED * 16)
-            except Exception as exc:  # isal's IsalError: corrupt data or checksum mismatch
-                text = str(exc)
-                altered = "checksum" in text.lower() or "crc" in text.lower() or "length" in text.lower()
-                status.note(
-                    f"gzip member {status.members} is corrupt near compressed byte {start} ({text})"
-                    + ("; the lines read from that member may be altered" if altered else
-                       "; the readable prefix was kept"), complete=False, truncated=True)
-                return
-            if d.eof:
-                rest = d.unused_data
-                consumed -= len(rest)  # now the file offset of `rest`
-                if len(rest) < 2:
-                    rest += fh.read(_FEED)
-                if not rest:
-                    return  # clean end
-                if rest.startswith(GZIP_MAGIC):
-                    d = isal_zlib.decompressobj(wbits=31)
-                    status.members += 1
-                    pending = rest
-                    continue
-                _trailing(fh, consumed, size, status, "gzip stream")
-                return
-        if not d.eof:
-            status.note(f"gzip stream is truncated (member {status.members} has no end); "
-                        "the readable prefix was kept", complete=False, truncated=True)
-
-
-_ZSTD_SKIPPABLE = range(0x184D2A50, 0x184D2A60)
-
-
-def _zstd_pieces(path: Path, size: int, status: StreamStatus) -> Iterator[bytes]:
-    import zstandard
-
-    dctx = zstandard.ZstdDecompressor()
-    with open(path, "rb") as fh:
-        d = dctx.decompressobj()
-        status.members = 1
-        consumed = 0
-        pending = b""
-        ended = False
-        while True:
-            if not pending:
-                pending = fh.read(_FEED // 2)
-                if not pending:
-                    break
-            data, pending = pending, b""
-            if ended:
-                # between frames: another frame, a skippable frame, or the end of the stream
-                if len(data) < 8:
-                    data += fh.read(8)
-                magic = int.from_bytes(data[:4], "little")
-                if data.startswith(ZSTD_MAGIC):
-                    d = dctx.decompressobj()
-                    status.members += 1
-                    ended = False
-                elif magic in _ZSTD_SKIPPABLE and len(data) >= 8:
-                    skip = 8 + int.from_bytes(data[4:8], "little")
-                    while len(data) < skip:
-                        more = fh.read(skip - len(data))
-                        if not more:
-                            break
-                        data += more
-                    consumed += min(skip, len(data))
-                    pending = data[skip:]
-                    continue
-                else:
-                    _trailing(fh, consumed, size, status, "zstd stream")
-                    return
-            start = consumed
-            consumed += len(data)
-            try:
-                out = d.decompress(data)
-            except zstandard.ZstdError as exc:
-                status.note(f"zstd frame {status.members} is corrupt near compressed byte {start} ({exc}); "
-                            "the readable prefix was kept", complete=False, truncated=True)
-                return
-            if out:
-                yield out
-            if d.eof:
-                ended = True
-                pending = d.unused_data
-                consumed -= len(pending)
-        if not ended:
-            status.note(f"zstd stream is truncated (frame {status.members} has no end); "
-                        "the readable prefix was kept", complete=False, truncated=True)
