@@ -176,3 +176,34 @@ def test_bad_node_map_is_a_one_line_cli_error(tmp_path: Path) -> None:
                          capture_output=True, text=True)
     assert res.returncode != 0 and "invalid regular expression" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_a_restarted_pod_is_its_own_start_series(tmp_path: Path) -> None:
+    """#11 §2: a restart with a new configuration is a new pod; each pod is its own start series,
+    both grouped into one logical node by the default rule (the issue's 7d9f8 / k2x1q example)."""
+    import datetime as dt
+
+    import forensics
+
+    def start(at: dt.datetime, pool: int) -> bytes:
+        lines = [(0, "server_args=ServerArgs(model_path='/models/glm', tp_size=4, disaggregation_mode='prefill')"),
+                 (10, f"[TP0] max_total_num_tokens={pool}, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+                      "max_running_requests=256, context_len=1048576"),
+                 (20, "The server is fired up and ready to roll!")]
+        out = []
+        for s, text in lines:
+            t = at + dt.timedelta(seconds=s)
+            local = (t + dt.timedelta(hours=8)).strftime("%Y-%m-%d %H:%M:%S")
+            tp = " TP0" if text.startswith("[TP0] ") else ""
+            out.append(f"{t.strftime('%Y-%m-%dT%H:%M:%S')}.5Z stderr F [{local}{tp}] {text.removeprefix('[TP0] ')}\n")
+        return "".join(out).encode()
+
+    for pod, at, pool in [("glm53-prefill-0-7d9f8", dt.datetime(2026, 8, 27, 1), 681280),
+                          ("glm53-prefill-0-k2x1q", dt.datetime(2026, 8, 28, 1), 1048576)]:
+        d = _kubelet(tmp_path / "ev", "llm", pod, "sglang", [])
+        (d / "0.log").write_bytes(start(at, pool))
+    with forensics.open_case(tmp_path / "c.duckdb") as case:
+        case.ingest_engine([tmp_path / "ev"], tz="Asia/Singapore")
+        got = case.sql("SELECT node, pod, start_seq, max_total_num_tokens FROM engine_starts ORDER BY start_seq").fetchall()
+    assert got == [("glm53-prefill-0", "glm53-prefill-0-7d9f8", 1, 681280),
+                   ("glm53-prefill-0", "glm53-prefill-0-k2x1q", 2, 1048576)]
