@@ -24,7 +24,8 @@ from typing import Any
 
 from forensics.errors import ParameterError
 from forensics.sources.collect.prefix import Cri, JournalIso, Kubectl, Syslog5424, SyslogBsd
-from forensics.sources.collect.records import FORMATS, RecordWrapper
+from forensics.sources.collect.record_formats import FORMATS
+from forensics.sources.collect.records import RecordWrapper
 from forensics.sources.collect.wrappers import Plain, Wrapper
 
 #: Lines of the head tried per file.

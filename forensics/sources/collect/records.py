@@ -28,144 +28,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from forensics.sources.collect.arrow_fields import (
+    binary_parts,
+    first_value,
+    get_path,
+    json_lines,
+    pod_of_stream,
+    retype,
+    stream_codes,
+    tag_value,
+    with_list,
+)
 from forensics.sources.collect.jsondoc import DocScanner
+from forensics.sources.collect.record_formats import FORMATS, RecordFormat, schema_of, split_path
 from forensics.sources.collect.timestamps import parse_rfc3339
 from forensics.sources.collect.wrappers import Wrapper, assemble
-from forensics.sources.lines import NO_TIME, STREAM_STDERR, STREAM_STDOUT, STREAM_UNKNOWN, LineBatch
-
-
-@dataclass(frozen=True)
-class RecordFormat:
-    """One JSON record format: field paths (dotted, first non-empty wins) and where records live."""
-
-    name: str
-    message: tuple[str, ...]
-    time: tuple[str, ...]
-    #: ``rfc3339`` (string), ``epoch_ms`` / ``epoch_us`` (number or numeric string), ``epoch_s``
-    time_unit: str
-    pod: tuple[str, ...] = ()
-    host: tuple[str, ...] = ()
-    stream: tuple[str, ...] = ()
-    #: a tag list (``["pod_name:x", ...]``) holding the pod, and the tag's prefix
-    pod_tag: tuple[str, str] | None = None
-    #: the record's text continues in the next record of the same stream unless it ends with ``\n``
-    join_partial: bool = False
-    #: the message may be a JSON array of byte values (journald, non-UTF-8 text)
-    bytes_message: bool = False
-    #: None: one record per line (NDJSON); else the key path of the records array in a document
-    array_path: tuple[str, ...] | None = None
-    #: pod and node come from the host and this identifier (journald: host/unit)
-    host_unit: tuple[str, ...] = ()
-    #: where the format is documented
-    source: str = ""
-
-
-#: Every JSON wrapper, by name. Detection (:mod:`.detect`) tells them apart by their keys.
-FORMATS: dict[str, RecordFormat] = {f.name: f for f in (
-    RecordFormat(
-        "docker-json", message=("log",), time=("time",), time_unit="rfc3339", stream=("stream",),
-        join_partial=True,
-        source="moby `daemon/logger/jsonfilelog/jsonlog/jsonlogbytes.go` (log, stream, attrs, time "
-               "RFC3339Nano); lines over 16 KiB split into records whose `log` lacks the final `\\n`"),
-    RecordFormat(
-        "journald-json", message=("MESSAGE",), time=("__REALTIME_TIMESTAMP",), time_unit="epoch_us",
-        host=("_HOSTNAME",), host_unit=("_SYSTEMD_UNIT", "SYSLOG_IDENTIFIER", "_COMM"), bytes_message=True,
-        source="systemd `docs/JOURNAL_EXPORT_FORMATS.md` (JSON format: `__REALTIME_TIMESTAMP` µs as a "
-               "string, binary or non-UTF-8 `MESSAGE` as an array of byte values) and `journalctl -o json`"),
-    RecordFormat(
-        "loki-jsonl", message=("line",), time=("timestamp",), time_unit="rfc3339",
-        pod=("labels.pod", "labels.pod_name", "labels.k8s_pod_name", "labels.kubernetes_pod_name"),
-        host=("labels.node_name", "labels.host", "labels.hostname", "labels.instance"),
-        stream=("labels.stream",),
-        source="grafana/loki `pkg/logcli/output/jsonl.go` (`logcli query -o jsonl`: labels, line, "
-               "timestamp in the chosen zone)"),
-    RecordFormat(
-        "es-hits", message=("_source.log", "_source.message", "_source.body"),
-        time=("_source.@timestamp", "_source.timestamp", "_source.time"), time_unit="rfc3339",
-        pod=("_source.kubernetes.pod_name", "_source.kubernetes.pod.name", "_source.k8s.pod.name"),
-        host=("_source.kubernetes.host", "_source.kubernetes.node.name", "_source.host.name", "_source.host"),
-        stream=("_source.stream",), array_path=("hits", "hits"),
-        source="Elasticsearch / OpenSearch `_search` response (`hits.hits[]._source`) of documents "
-               "written by Fluent Bit (`log`, `kubernetes.pod_name`), Filebeat (`message`, "
-               "`kubernetes.pod.name`) or Vector (`message`, `kubernetes.pod_name`)"),
-    RecordFormat(
-        "es-hit-lines", message=("_source.log", "_source.message", "_source.body"),
-        time=("_source.@timestamp", "_source.timestamp", "_source.time"), time_unit="rfc3339",
-        pod=("_source.kubernetes.pod_name", "_source.kubernetes.pod.name", "_source.k8s.pod.name"),
-        host=("_source.kubernetes.host", "_source.kubernetes.node.name", "_source.host.name", "_source.host"),
-        stream=("_source.stream",),
-        source="Elasticsearch / OpenSearch hits one per line (elasticdump, `_search` scrolled to NDJSON)"),
-    RecordFormat(
-        "shipper-ndjson", message=("log", "message", "body"), time=("@timestamp", "timestamp", "time", "date"),
-        time_unit="rfc3339",
-        pod=("kubernetes.pod_name", "kubernetes.pod.name", "k8s.pod.name", "kubernetes.pod_id"),
-        host=("kubernetes.host", "kubernetes.node.name", "host.name", "hostname", "host"),
-        stream=("stream",),
-        source="Fluent Bit `es`/`file` outputs and the kubernetes filter (`log`, `@timestamp`, "
-               "`kubernetes.pod_name`); Filebeat ECS (`message`, `kubernetes.pod.name`); Vector "
-               "`kubernetes_logs` source (`message`, `timestamp`, `kubernetes.pod_name`)"),
-    RecordFormat(
-        "cloudwatch", message=("message",), time=("timestamp",), time_unit="epoch_ms",
-        pod=("logStreamName",), array_path=("events",),
-        source="AWS CLI `aws logs filter-log-events` / `get-log-events` output (`events[]` with "
-               "`logStreamName`, `timestamp` ms since the epoch, `message`, `ingestionTime`)"),
-    RecordFormat(
-        "cloudwatch-lines", message=("message",), time=("timestamp",), time_unit="epoch_ms",
-        pod=("logStreamName",),
-        source="CloudWatch Logs events one per line (`aws logs ... | jq -c '.events[]'`, subscription exports)"),
-    RecordFormat(
-        "gcp-logging", message=("textPayload", "jsonPayload.message", "jsonPayload.log", "jsonPayload.msg"),
-        time=("timestamp", "receiveTimestamp"), time_unit="rfc3339",
-        pod=("resource.labels.pod_name", "labels.k8s-pod/name"),
-        host=("labels.compute.googleapis.com/resource_name", "resource.labels.node_name"), array_path=(),
-        source="Google Cloud Logging `LogEntry` (`textPayload` / `jsonPayload`, `timestamp`, "
-               "`resource.labels.pod_name`) as `gcloud logging read --format=json` prints them"),
-    RecordFormat(
-        "gcp-logging-lines", message=("textPayload", "jsonPayload.message", "jsonPayload.log", "jsonPayload.msg"),
-        time=("timestamp", "receiveTimestamp"), time_unit="rfc3339",
-        pod=("resource.labels.pod_name", "labels.k8s-pod/name"),
-        host=("labels.compute.googleapis.com/resource_name", "resource.labels.node_name"),
-        source="Google Cloud Logging sink exports to Cloud Storage (one `LogEntry` per line)"),
-    RecordFormat(
-        "datadog", message=("attributes.message", "message", "content.message"),
-        time=("attributes.timestamp", "date", "timestamp", "content.timestamp"), time_unit="rfc3339",
-        host=("attributes.host", "host", "content.host"), pod_tag=("tags", "pod_name:"),
-        source="Datadog log archives (one JSON log per line: `_id`, `date`, `host`, `service`, `message`, "
-               "`attributes`, `tags` with `pod_name:`) and Logs API v2 `data[].attributes`"),
-    RecordFormat(
-        "datadog-api", message=("attributes.message",), time=("attributes.timestamp",), time_unit="rfc3339",
-        host=("attributes.host",), pod_tag=("attributes.tags", "pod_name:"), array_path=("data",),
-        source="Datadog Logs API v2 `POST /api/v2/logs/events/search` response (`data[].attributes`)"),
-)}
-
-
-def _schema_of(paths: list[str]) -> pa.Schema:
-    """An explicit pyarrow schema holding just these dotted paths (leaves typed later, as text)."""
-    tree: dict[str, Any] = {}
-    for p in paths:
-        node = tree
-        parts = _split(p)
-        for part in parts[:-1]:
-            nxt = node.setdefault(part, {})
-            if not isinstance(nxt, dict):
-                break
-            node = nxt
-        else:
-            node.setdefault(parts[-1], None)
-
-    def typ(v: Any) -> pa.DataType:
-        if v is None:
-            return pa.string()
-        return pa.struct([(k, typ(x)) for k, x in v.items()])
-
-    return pa.schema([(k, typ(v)) for k, v in tree.items()])
-
-
-def _split(path: str) -> list[str]:
-    """Dotted path parts; ``labels.compute.googleapis.com/resource_name`` keeps its dotted key."""
-    if path.startswith("labels.") and ("/" in path or path.count(".") > 1):
-        return ["labels", path[len("labels."):]]
-    return path.split(".")
+from forensics.sources.lines import NO_TIME, LineBatch
 
 
 class RecordWrapper(Wrapper):
@@ -421,9 +299,9 @@ class RecordWrapper(Wrapper):
         take = pa.array(np.flatnonzero(good[slow]))
         s_idx = np.flatnonzero(good)
         text = msg.take(take).cast(pa.large_binary())
-        s_data, s_off = _binary_parts(text)
+        s_data, s_off = binary_parts(text)
         s_times = self._times(cols["time"].take(take))
-        s_stream = _stream_codes(cols["stream"].take(take))
+        s_stream = stream_codes(cols["stream"].take(take))
         pod = cols["pod"].take(take)
         host = cols["host"].take(take)
         if fast is None:
@@ -545,17 +423,17 @@ class RecordWrapper(Wrapper):
     def _arrow(self, buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray,
                whole: bool = False) -> dict[str, pa.Array] | None:
         fmt = self.fmt
-        body = _json_lines(buf, r_start, r_end, whole=whole and self.scanner is None)
+        body = json_lines(buf, r_start, r_end, whole=whole and self.scanner is None)
         paths = list(fmt.message + fmt.time + fmt.pod + fmt.host + fmt.stream + fmt.host_unit)
         if fmt.pod_tag:
             paths.append(fmt.pod_tag[0])
-        schema = _schema_of(paths)
+        schema = schema_of(paths)
         if fmt.pod_tag:
-            schema = _with_list(schema, fmt.pod_tag[0])
+            schema = with_list(schema, fmt.pod_tag[0])
         if fmt.time_unit != "rfc3339":
-            schema = _retype(schema, fmt.time, self._typed.get("time", pa.int64()))
+            schema = retype(schema, fmt.time, self._typed.get("time", pa.int64()))
         if fmt.bytes_message:
-            schema = _retype(schema, fmt.message, pa.string())
+            schema = retype(schema, fmt.message, pa.string())
         try:
             tbl = pj.read_json(
                 pa.BufferReader(body),
@@ -575,19 +453,19 @@ class RecordWrapper(Wrapper):
 
     def _columns(self, tbl: pa.Table) -> dict[str, pa.Array]:
         fmt = self.fmt
-        msg = _first(tbl, fmt.message)
-        pod = _first(tbl, fmt.pod) if fmt.pod else pa.nulls(tbl.num_rows, pa.large_string())
+        msg = first_value(tbl, fmt.message)
+        pod = first_value(tbl, fmt.pod) if fmt.pod else pa.nulls(tbl.num_rows, pa.large_string())
         if fmt.pod_tag:
-            pod = _tag_value(_get(tbl, fmt.pod_tag[0]), fmt.pod_tag[1])
+            pod = tag_value(get_path(tbl, fmt.pod_tag[0]), fmt.pod_tag[1])
         if fmt.name.startswith("cloudwatch"):
-            pod = _pod_of_stream(pod)
-        host = _first(tbl, fmt.host) if fmt.host else pa.nulls(tbl.num_rows, pa.large_string())
+            pod = pod_of_stream(pod)
+        host = first_value(tbl, fmt.host) if fmt.host else pa.nulls(tbl.num_rows, pa.large_string())
         if fmt.host_unit:
-            unit = _first(tbl, fmt.host_unit)
+            unit = first_value(tbl, fmt.host_unit)
             pod = pc.binary_join_element_wise(host.cast(pa.large_string()), unit.cast(pa.large_string()),
                                               pa.scalar("/", pa.large_string()))
-        stream = _first(tbl, fmt.stream) if fmt.stream else pa.nulls(tbl.num_rows, pa.large_string())
-        return {"message": msg, "time": _first(tbl, fmt.time), "pod": pod, "host": host, "stream": stream}
+        stream = first_value(tbl, fmt.stream) if fmt.stream else pa.nulls(tbl.num_rows, pa.large_string())
+        return {"message": msg, "time": first_value(tbl, fmt.time), "pod": pod, "host": host, "stream": stream}
 
     def _python(self, rows: list[dict[str, Any] | None]) -> dict[str, pa.Array]:
         fmt = self.fmt
@@ -597,7 +475,7 @@ class RecordWrapper(Wrapper):
                 return None
             for p in paths:
                 v: Any = rec
-                for part in _split(p):
+                for part in split_path(p):
                     v = v.get(part) if isinstance(v, dict) else None
                 if v is not None and v != "":
                     return v
@@ -628,7 +506,7 @@ class RecordWrapper(Wrapper):
             pod = [None if h is None or u is None else f"{h}/{u}" for h, u in zip(host, unit, strict=True)]
         pod_arr = pa.array(pod, type=pa.large_string())
         if fmt.name.startswith("cloudwatch"):
-            pod_arr = _pod_of_stream(pod_arr)
+            pod_arr = pod_of_stream(pod_arr)
         return {
             "message": pa.array(msg, type=pa.large_string()),
             "time": pa.array(tim, type=pa.large_string()),
@@ -643,7 +521,7 @@ class RecordWrapper(Wrapper):
         if n == 0:
             return np.zeros(0, dtype=np.int64)
         if unit == "rfc3339":
-            data, off = _binary_parts(t.cast(pa.large_binary()))
+            data, off = binary_parts(t.cast(pa.large_binary()))
             valid = t.is_valid().to_numpy(zero_copy_only=False)
             p = parse_rfc3339(data, off[:-1])
             ok = valid & p.ok & p.zoned & (p.end == off[1:])
@@ -712,27 +590,6 @@ def _docker_fast(buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray) -> _Fa
     return _Fast(ok=ok, data=data, starts=starts, ends=ends, us=p.us, stream=stream, nl=nl)
 
 
-def _json_lines(buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray, *, whole: bool) -> pa.Buffer:
-    """The records as JSON lines for pyarrow's reader (which skips blank lines).
-
-    ``whole``: the records are every non-blank line of ``buf``: the buffer is read in place.
-    Otherwise one copy of the buffer where every byte outside a record is a space, newlines inside
-    a record (a pretty-printed document) are spaces, and each record ends its line.
-    """
-    if whole:
-        return pa.py_buffer(buf)
-    keep = np.zeros(buf.size + 1, dtype=np.int8)
-    np.add.at(keep, r_start, 1)
-    np.add.at(keep, r_end, -1)
-    inside = np.cumsum(keep[:-1], dtype=np.int8).view(np.bool_)
-    out = np.where(inside, buf, np.uint8(32))
-    out[inside & ((out == 10) | (out == 13))] = 32
-    end_in = r_end[r_end < buf.size]
-    out[end_in] = 10
-    if r_end.size and int(r_end[-1]) >= buf.size:
-        out = np.append(out, np.uint8(10))
-    return pa.py_buffer(out)
-
 
 def _blank(phys: LineBatch) -> np.ndarray:
     """Lines holding only spaces/tabs (short ones checked exactly; the JSON reader skips them)."""
@@ -744,119 +601,6 @@ def _blank(phys: LineBatch) -> np.ndarray:
     within = np.arange(8)[None, :] < lengths[:, None]
     return np.asarray((lengths <= 8) & (space | ~within).all(axis=1))
 
-
-def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """The data bytes and ``len + 1`` offsets of a large_binary array (nulls as empty)."""
-    arr = arr.cast(pa.large_binary())
-    if arr.null_count:
-        arr = pc.fill_null(arr, b"")
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
-    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, dtype=np.uint8)
-    return data, offsets.astype(np.int64)
-
-
-def _get(tbl: pa.Table, path: str) -> pa.Array:
-    parts = _split(path)
-    if parts[0] not in tbl.column_names:
-        return pa.nulls(tbl.num_rows, pa.large_string())
-    col: Any = tbl.column(parts[0]).combine_chunks()
-    for part in parts[1:]:
-        if not pa.types.is_struct(col.type) or col.type.get_field_index(part) < 0:
-            return pa.nulls(tbl.num_rows, pa.large_string())
-        col = pc.struct_field(col, [col.type.get_field_index(part)])
-    return col
-
-
-def _first(tbl: pa.Table, paths: tuple[str, ...]) -> pa.Array:
-    """The first non-null, non-empty value over the candidate paths, as text.
-
-    An empty string counts only when no other path has a value (an empty message is a blank
-    line, not a missing one). Paths that hold an object or a list here are skipped.
-    """
-    out: pa.Array | None = None
-    empty: pa.Array | None = None
-    for p in paths:
-        col = _get(tbl, p)
-        if pa.types.is_nested(col.type) or col.null_count == len(col):
-            continue  # an object or list here, or a path no record of the batch has
-        col = col.cast(pa.large_string())
-        if empty is None:
-            empty = col
-        if out is not None and out.null_count == 0:
-            break  # every record has a value already
-        if pc.any(pc.equal(col, "")).as_py():
-            col = pc.if_else(pc.equal(col, ""), pa.scalar(None, pa.large_string()), col)
-        out = col if out is None else pc.coalesce(out, col)
-    if out is None or empty is None:
-        return pa.nulls(tbl.num_rows, pa.large_string())
-    return pc.coalesce(out, empty)
-
-
-def _with_list(schema: pa.Schema, path: str) -> pa.Schema:
-    return _retype(schema, (path,), pa.list_(pa.string()))
-
-
-def _retype(schema: pa.Schema, paths: tuple[str, ...], typ: pa.DataType) -> pa.Schema:
-    def fix(t: pa.DataType, parts: list[str]) -> pa.DataType:
-        if len(parts) == 0:
-            return typ
-        if not pa.types.is_struct(t):
-            return t
-        fields = []
-        for i in range(t.num_fields):
-            f = t.field(i)
-            fields.append(pa.field(f.name, fix(f.type, parts[1:]) if f.name == parts[0] else f.type))
-        return pa.struct(fields)
-
-    out = schema
-    for p in paths:
-        parts = _split(p)
-        i = out.get_field_index(parts[0])
-        if i < 0:
-            continue
-        f = out.field(i)
-        out = out.set(i, pa.field(f.name, fix(f.type, parts[1:]) if len(parts) > 1 else typ))
-    return out
-
-
-def _tag_value(tags: pa.Array, prefix: str) -> pa.Array:
-    """The value of the first ``prefix...`` tag of each record's tag list (null if none)."""
-    if not (pa.types.is_list(tags.type) or pa.types.is_large_list(tags.type)):
-        return pa.nulls(len(tags), pa.large_string())
-    flat = pc.list_flatten(tags)
-    parent = pc.list_parent_indices(tags).to_numpy(zero_copy_only=False)
-    hit = pc.starts_with(flat, prefix).fill_null(False).to_numpy(zero_copy_only=False)
-    out: list[str | None] = [None] * len(tags)
-    vals = pc.utf8_slice_codeunits(flat, len(prefix)).to_pylist() if hit.any() else []
-    for j in np.flatnonzero(hit).tolist()[::-1]:
-        out[int(parent[j])] = vals[j]
-    return pa.array(out, type=pa.large_string())
-
-
-def _pod_of_stream(streams: pa.Array) -> pa.Array:
-    """The pod in a CloudWatch log stream name written by Fluent Bit / Container Insights.
-
-    ``kube.var.log.containers.<pod>_<ns>_<container>-<id>.log`` and ``<pod>_<ns>_<container>-<id>``
-    give ``<pod>``; any other stream name is kept whole (it names the source).
-    """
-    s = streams.cast(pa.large_string())
-    m = pc.extract_regex(
-        s, r"^(?:.*containers[./])?(?P<pod>[a-z0-9][a-z0-9.\-]*)_(?P<ns>[a-z0-9\-]+)_(?P<c>[a-z0-9\-]+)-[0-9a-f]{64}(?:\.log)?$")
-    pod = pc.struct_field(m, [0])
-    return pc.coalesce(pod, s)
-
-
-def _stream_codes(stream: pa.Array) -> np.ndarray:
-    if len(stream) == 0:
-        return np.zeros(0, dtype=np.int8)
-    s = stream.cast(pa.large_string())
-    out = np.full(len(s), STREAM_UNKNOWN, dtype=np.int8)
-    out[pc.equal(s, "stdout").fill_null(False).to_numpy(zero_copy_only=False)] = STREAM_STDOUT
-    out[pc.equal(s, "stderr").fill_null(False).to_numpy(zero_copy_only=False)] = STREAM_STDERR
-    return out
 
 
 def _split_inner(data: np.ndarray, starts: np.ndarray, ends: np.ndarray,
@@ -907,3 +651,4 @@ def _slice_lines(phys: LineBatch, n: int) -> LineBatch:
         phys_lines=n, next_line=int(phys.line_no[n]) if n < len(phys) else phys.next_line,
         next_offset=int(phys.offset[n]) if n < len(phys) else phys.next_offset,
     )
+
