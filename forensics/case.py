@@ -91,14 +91,19 @@ def _safe_setting(value: str) -> str:
     return value
 
 
+#: The schema's files, in the order they run: the tables, then the views that read them.
+SCHEMA_FILES = ("schema_tables.sql", "schema_engine.sql", "schema.sql")
+
+
 def schema_sql() -> str:
-    """Return the DDL of the case database (``forensics/schema.sql``).
+    """Return the DDL of the case database (``forensics/schema_tables.sql``, ``schema_engine.sql``, ``schema.sql``).
 
     Example:
         >>> "CREATE TABLE IF NOT EXISTS gateway_requests" in schema_sql()
         True
     """
-    return resources.files("forensics").joinpath("schema.sql").read_text(encoding="utf-8")
+    root = resources.files("forensics")
+    return "\n".join(root.joinpath(name).read_text(encoding="utf-8") for name in SCHEMA_FILES)
 
 
 @dataclass(frozen=True)
@@ -601,7 +606,7 @@ def as_case(case: Case | str | os.PathLike[str]) -> Case:
 
 
 def schema_markdown() -> str:
-    """Render ``schema.sql`` (tables, columns, types, comments) as the Markdown of docs/schema.md.
+    """Render the schema (tables, columns, types, comments) as the Markdown of docs/schema.md.
 
     Example:
         >>> "| request_id |" in schema_markdown()
@@ -612,7 +617,7 @@ def schema_markdown() -> str:
     out = [
         "# Case database schema",
         "",
-        "Generated from `forensics/schema.sql` by `forensics.case.schema_markdown()` (a test keeps",
+        "Generated from `forensics/schema*.sql` by `forensics.case.schema_markdown()` (a test keeps",
         "this file in step). All timestamps are `TIMESTAMP` values in UTC; `file_id` + `line_no`",
         "point at `evidence_files` and the 1-based line (or record) of the source.",
         "",

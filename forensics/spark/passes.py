@@ -104,7 +104,7 @@ def rebuild_engine_starts(spark: SparkSession, facts: DataFrame, batches: DataFr
             return schema.empty_table()
         with open_case(":memory:", now=now) as case:
             case.con.register("_facts", facts_t)
-            case.con.execute("INSERT INTO engine_startup_facts BY NAME SELECT * FROM _facts")  # DDL in schema.sql
+            case.con.execute("INSERT INTO engine_startup_facts BY NAME SELECT * FROM _facts")  # DDL in schema_engine.sql
             case.con.unregister("_facts")
             if batches_t.num_rows:
                 case.con.register("_batches", batches_t)
