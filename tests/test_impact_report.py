@@ -10,7 +10,7 @@ from casebuilder import LIMIT, POOL_GOOD, Fleet, Gateway, LastLine, Request, Sta
 from conftest import GoldenCheck
 
 from forensics.case import Case
-from forensics.outputs.report import impact_report, probing_tenants
+from forensics.outputs.report import impact_report, probing_tenants, report_data
 
 
 def _suspected_only() -> Any:
@@ -47,6 +47,15 @@ def test_report_is_not_over_while_a_long_prompt_gets_a_200_after_the_fix() -> No
     case = build(Fleet(), Request("x", 250, 700_000, rejected=True))  # placeholder again after the "fix"
     rows = _summary(impact_report(case))
     assert rows["Is it over?"].startswith("**no**")
+
+
+@pytest.mark.parametrize(("requests", "n_failing"), [((), 0), ((Request("x", 250, 700_000, rejected=True),), 1)])
+def test_report_numbers_count_the_failing_post_fix_checks(requests: tuple[Request, ...], n_failing: int) -> None:
+    """The JSON summary's ``n_failing_checks`` is the number of post-fix checks that fail."""
+    data = report_data(build(Fleet(), *requests))
+    results = data.section("postfix").frame["result"].tolist()
+    assert results.count("fail") == data.numbers["n_failing_checks"] == n_failing
+    assert data.numbers["over"] == ("no" if n_failing else "yes")
 
 
 def test_report_sources_are_other_tenants_only() -> None:
