@@ -27,6 +27,7 @@ import duckdb
 
 from forensics import __version__
 from forensics.errors import CaseError, ParameterError
+from forensics.kinds import BACKENDS, Backend, FileKind
 
 if TYPE_CHECKING:
     from forensics.sources.summary import IngestSummary
@@ -146,10 +147,10 @@ Loader = Callable[..., "IngestSummary"]
 
 
 #: kind ('gateway', 'engine') -> loader; filled by ``forensics.sources`` when it is imported.
-_LOADERS: dict[str, Loader] = {}
+_LOADERS: dict[FileKind, Loader] = {}
 
 
-def register_loader(kind: str, loader: Loader) -> None:
+def register_loader(kind: FileKind, loader: Loader) -> None:
     """Make ``case.ingest_<kind>(...)`` call ``loader(case.target(), ...)`` (the sources stage does this).
 
     Example:
@@ -364,7 +365,7 @@ class Case:
         temp = None if self.path == ":memory:" else Path(self.path).with_name(Path(self.path).name + ".tmp")
         return LoadTarget(con=self.con, now=self.utcnow, budget=self.loading, temp_root=temp)
 
-    def _loader(self, kind: str) -> Loader:
+    def _loader(self, kind: FileKind) -> Loader:
         if self.read_only:
             raise CaseError(f"case {self.path} is open read-only", hint="open it with read_only=False to ingest")
         try:
@@ -417,7 +418,7 @@ class Case:
         self.refresh()
         return summary
 
-    def _record_unread(self, kind: str, summary: IngestSummary) -> None:
+    def _record_unread(self, kind: FileKind, summary: IngestSummary) -> None:
         """Keep in the case the paths an ingest could not read (``--skip-unreadable``), so every later
         reader (the report) knows the answer rests on partial evidence; a path read later is removed."""
         unread = [(str(Path(f.path).resolve()), f.node, f.not_read) for f in summary.files if f.not_read]
@@ -555,11 +556,6 @@ def check_output(
     return p
 
 
-#: Engines a case can be opened on: ``duckdb`` (the case database file) or ``spark`` (a Parquet
-#: case directory, queried by Spark SQL: ``pip install 'forensics[spark]'``).
-BACKENDS = ("duckdb", "spark")
-
-
 def open_case(
     path: str | os.PathLike[str],
     *,
@@ -568,7 +564,7 @@ def open_case(
     query_memory_limit: str = DEFAULT_QUERY_MEMORY_LIMIT,
     threads: int | None = None,
     now: dt.datetime | None = None,
-    backend: str = "duckdb",
+    backend: Backend = "duckdb",
     spark_master: str | None = None,
 ) -> Case:
     """Open (or create) a case database; ``backend="spark"`` opens a Parquet case on Spark.

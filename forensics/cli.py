@@ -18,6 +18,14 @@ import click
 
 from forensics import __version__
 from forensics.errors import ForensicsError, ParameterError
+from forensics.kinds import (
+    BACKENDS,
+    CHART_FORMATS,
+    TABLE_FORMATS,
+    Backend,
+    ChartFormat,
+    TableFormat,
+)
 
 
 class _Group(click.Group):
@@ -68,12 +76,12 @@ def _backend_options(func: Callable[..., Any]) -> Callable[..., Any]:
     func = click.option("--spark-master", "spark_master", default=None, metavar="URL",
                         help="Spark master for --backend spark (local[4], spark://host:7077, yarn, k8s://...); "
                              "default: the running session, FORENSICS_SPARK_MASTER, else local[*].")(func)
-    return click.option("--backend", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
+    return click.option("--backend", type=click.Choice(BACKENDS), default="duckdb", show_default=True,
                         help="duckdb: CASE is a DuckDB file; spark: CASE is a Parquet case directory "
                              "(local or s3a://, gs://, abfs://, hdfs://) queried by Spark.")(func)
 
 
-def _open(case_path: Path | str, backend: str, spark_master: str | None) -> Any:
+def _open(case_path: Path | str, backend: Backend, spark_master: str | None) -> Any:
     from forensics.case import open_case
 
     return open_case(case_path, read_only=True, backend=backend, spark_master=spark_master)
@@ -144,7 +152,7 @@ def ingest(
     skip_unreadable: bool,
     quiet: bool,
     replace: bool,
-    backend: str,
+    backend: Backend,
     spark_master: str | None,
 ) -> None:
     """Load gateway and/or engine logs into a case database (created if absent).
@@ -252,7 +260,7 @@ def refresh(case_path: Path, force: bool) -> None:
 def investigate(
     case_path: Path, gateway: tuple[str, ...], gateway_format: str, gateway_tz: str,
     engine: tuple[str, ...], engine_tz: str, node_map: Path | None, out_dir: Path, replace: bool,
-    skip_unreadable: bool, quiet: bool, backend: str, spark_master: str | None,
+    skip_unreadable: bool, quiet: bool, backend: Backend, spark_master: str | None,
 ) -> None:
     """Ingest, run every query, write tables, charts, impact report and notification list.
 
@@ -272,10 +280,6 @@ def investigate(
 
 
 # -- shared options -----------------------------------------------------------------------------
-
-#: --format choices of every command that prints a table
-TABLE_FORMATS = ("table", "csv", "json", "jsonl", "parquet")
-
 
 def _parse_time(value: str | None, option: str) -> dt.datetime | None:
     if value is None:
@@ -378,7 +382,7 @@ def _wrote(out: Path | None) -> None:
 @_backend_options
 def report(case_path: Path, out: Path | None, markdown: Path | None, json_path: Path | None, title: str | None,
            limit_tokens: int | None, start: str | None, end: str | None, node: str | None, window_s: int,
-           backend: str, spark_master: str | None) -> None:
+           backend: Backend, spark_master: str | None) -> None:
     """The impact report: summary, charts, windows, tenants, pool audit, coverage, evidence.
 
     Without -o, --markdown or --json the Markdown report goes to stdout. A gateway-only case
@@ -424,9 +428,9 @@ def report(case_path: Path, out: Path | None, markdown: Path | None, json_path: 
 @_tenant_option()
 @_window_options
 @_backend_options
-def notifications(case_path: Path, fmt: str | None, out: Path | None, directory: Path | None,
+def notifications(case_path: Path, fmt: TableFormat | None, out: Path | None, directory: Path | None,
                   packets: Path | None, tenant: tuple[str, ...], limit_tokens: int | None, start: str | None,
-                  end: str | None, node: str | None, window_s: int, backend: str, spark_master: str | None) -> None:
+                  end: str | None, node: str | None, window_s: int, backend: Backend, spark_master: str | None) -> None:
     """The customer notification list: one row per tenant to notify, the notice and the request ids.
 
     notice_type is received-other-data (recipients, listed first), data-possibly-exposed (possible
@@ -493,7 +497,7 @@ def _chart_command(name: str, func_name: str, query: str, summary: str) -> None:
     sig = inspect.signature(getattr(analysis, query))
     accepted = [p for p in sig.parameters if p != "case"]
 
-    def run(case_path: Path, out: Path, fmt: str | None, backend: str, spark_master: str | None,
+    def run(case_path: Path, out: Path, fmt: ChartFormat | None, backend: Backend, spark_master: str | None,
             **given: Any) -> None:
         from forensics.outputs import charts
         from forensics.outputs.scope import check_scope
@@ -516,7 +520,7 @@ def _chart_command(name: str, func_name: str, query: str, summary: str) -> None:
         click.argument("case_path", metavar="CASE.duckdb", type=click.Path(path_type=Path)),
         click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
                      help="Write the chart to FILE (format from its suffix unless --format)."),
-        click.option("--format", "fmt", type=click.Choice(["html", "svg", "png", "json"]), default=None,
+        click.option("--format", "fmt", type=click.Choice(CHART_FORMATS), default=None,
                      help="html (self-contained, JavaScript inline), svg, png or json (Vega-Lite spec)."),
     ]
     decorators += [_param_option(p, None) for p in accepted]
@@ -580,7 +584,7 @@ def export_parquet_command(case_path: Path, case_dir: Path, replace: bool) -> No
 @click.option("--node", "node", default=None, help="Only requests of this engine node.")
 @_backend_options
 def export_timesketch(case_path: Path, out: Path, tenant: tuple[str, ...], limit_tokens: int | None,
-                      start: str | None, end: str | None, node: str | None, backend: str,
+                      start: str | None, end: str | None, node: str | None, backend: Backend,
                       spark_master: str | None) -> None:
     """A Timesketch timeline (JSONL): every record of the affected requests' evidence, node starts.
 
@@ -673,7 +677,7 @@ def _analysis_command(command: str, func_name: str) -> None:
     accepted = [name for name in sig.parameters if name != "case"]
     shown = list(_COMMON_PARAMS) + [name for name in accepted if name not in _COMMON_PARAMS]
 
-    def run(case_path: Path, fmt: str, out: Path | None, show_sql: bool, backend: str, spark_master: str | None,
+    def run(case_path: Path, fmt: TableFormat, out: Path | None, show_sql: bool, backend: Backend, spark_master: str | None,
             **given: Any) -> None:
         from forensics.outputs.export import write_output
         from forensics.outputs.notifications import for_tenants

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from forensics import analysis
 from forensics.case import Case, check_output, open_case, replace_case
+from forensics.kinds import Backend
 from forensics.outputs import charts
 from forensics.outputs.export import write_output
 from forensics.outputs.notifications import write_packets
@@ -100,7 +101,7 @@ def investigate(
     quiet: bool = True,
     skip_unreadable: bool = False,
     now: dt.datetime | None = None,
-    backend: str = "duckdb",
+    backend: Backend = "duckdb",
     spark_master: str | None = None,
 ) -> Investigation:
     """Ingest gateway and engine logs, run every query, write tables, charts, report and lists.

@@ -32,11 +32,11 @@ import pandas as pd
 from forensics import analysis
 from forensics.case import Case, as_case
 from forensics.errors import ParameterError
+from forensics.kinds import CHART_FORMATS, ChartFormat
 from forensics.outputs.escape import html_text, json_for_script
 from forensics.outputs.export import frame_for_output
 
 #: ``save_chart`` formats, by file suffix.
-CHART_FORMATS = ("html", "svg", "png", "json")
 
 VERDICT_COLOURS = {"exposed": "#c0392b", "ok": "#27ae60", "unknown": "#7f8c8d"}
 CONFIDENCE_COLOURS = {"confirmed": "#c0392b", "suspected": "#f39c12"}
@@ -275,7 +275,7 @@ vegaEmbed("#vis", JSON.parse(document.getElementById("spec").textContent),
 """
 
 
-def save_chart(chart: alt.TopLevelMixin, path: str | os.PathLike[str], fmt: str | None = None) -> Path:
+def save_chart(chart: alt.TopLevelMixin, path: str | os.PathLike[str], fmt: ChartFormat | None = None) -> Path:
     """Write a chart as self-contained HTML (JavaScript inline), SVG, PNG or Vega-Lite JSON.
 
     ``fmt`` defaults to the file's suffix. No format loads anything from the network when opened.
@@ -290,14 +290,14 @@ def save_chart(chart: alt.TopLevelMixin, path: str | os.PathLike[str], fmt: str 
         (True, False)
     """
     out = Path(path)
-    fmt = (fmt or out.suffix.lstrip(".") or "html").lower()
-    if fmt not in CHART_FORMATS:
-        raise ParameterError(f"unknown chart format {fmt!r}", hint=f"use one of {', '.join(CHART_FORMATS)}")
-    if fmt == "html":
+    name = (fmt or out.suffix.lstrip(".") or "html").lower()
+    if name not in CHART_FORMATS:
+        raise ParameterError(f"unknown chart format {name!r}", hint=f"use one of {', '.join(CHART_FORMATS)}")
+    if name == "html":
         out.write_text(to_html(chart), encoding="utf-8")
-    elif fmt == "svg":
+    elif name == "svg":
         out.write_text(to_svg(chart), encoding="utf-8")
-    elif fmt == "png":
+    elif name == "png":
         import vl_convert as vlc
 
         out.write_bytes(vlc.vegalite_to_png(chart.to_dict(), vl_version=_vl_version(), scale=2))

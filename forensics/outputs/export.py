@@ -24,9 +24,10 @@ import pandas as pd
 import pyarrow as pa
 
 from forensics.errors import ParameterError
+from forensics.kinds import TABLE_FORMATS, TableFormat
 from forensics.outputs.escape import csv_cell, csv_field
 
-FORMATS = ("table", "csv", "json", "jsonl", "parquet")
+FORMATS = TABLE_FORMATS
 
 #: what the writers accept: a DuckDB relation, a DataFrame or an Arrow table
 Tabular: TypeAlias = duckdb.DuckDBPyRelation | pd.DataFrame | pa.Table
@@ -152,7 +153,7 @@ def csv_text(names: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 def write_output(
     rel: Tabular,
-    fmt: str,
+    fmt: TableFormat,
     out: str | Path | None,
     parameters: dict[str, Any] | None = None,
     *,

@@ -43,6 +43,7 @@ import pyarrow as pa
 from forensics import analysis
 from forensics.case import Case, as_case
 from forensics.errors import InputError, ParameterError
+from forensics.kinds import NOTICE_TYPES, NoticeType, member
 from forensics.outputs.escape import md_text
 from forensics.outputs.export import csv_text, rows_for_output, to_arrow
 
@@ -230,7 +231,7 @@ class Packet:
 
     tenant_id: str | None
     path: Path
-    notice_type: str
+    notice_type: NoticeType
     n_received: int
     n_exposed: int
 
@@ -344,7 +345,7 @@ def write_packets(
             _summary_md(tenant, rec["notice_type"], mine, incident, contacts.get(tenant), window), encoding="utf-8")
         (folder / "requests.csv").write_text(
             csv_text(PACKET_COLUMNS, [[row[c] for c in PACKET_COLUMNS] for row in mine]), encoding="utf-8")
-        packets.append(Packet(tenant, folder, rec["notice_type"],
+        packets.append(Packet(tenant, folder, member(rec["notice_type"], NOTICE_TYPES, "notice_type"),
                               sum(1 for x in mine if x["notice_type"] == "received-other-data"),
                               sum(1 for x in mine if x["notice_type"] == "data-possibly-exposed")))
     return packets

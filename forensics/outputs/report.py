@@ -32,6 +32,7 @@ import pandas as pd
 from forensics import __version__, analysis
 from forensics.case import Case, as_case
 from forensics.errors import CaseError
+from forensics.kinds import ANSWER_VERDICTS, AnswerVerdict, member
 from forensics.outputs.escape import md_text
 from forensics.outputs.export import frame_for_output, rows_for_output
 from forensics.outputs.scope import partial_evidence
@@ -108,7 +109,7 @@ class Answer:
     key: str
     question: str
     #: ``yes`` / ``no`` / ``unknown`` for the judgement questions, else None
-    verdict: str | None
+    verdict: AnswerVerdict | None
     text: str
     command: str | None = None
     #: the part of ``text`` a reader must see first (bold in Markdown and HTML)
@@ -345,13 +346,14 @@ def report_data(
                           "forensics gaps"))
     unknown_text = (f"{len(unknown)} node start(s) without pool / context in the logs: "
                     f"{', '.join(unknown[:10])}{' ...' if len(unknown) > 10 else ''}")
+    exposed_verdict: AnswerVerdict
     if not engine_evidence:
         exposed_verdict = "unknown"
         exposed_text = ("unknown (no engine startup lines in the case: no node's pool or context is known; "
                         "the answers below rest on the given limit and window)")
         warnings.append("no engine startup lines in the case: pool and context of every node unknown")
     else:
-        exposed_verdict = str(summary["exposed"]["answer"])
+        exposed_verdict = member(summary["exposed"]["answer"], ANSWER_VERDICTS, "impact_summary answer")
         exposed_text = str(summary["exposed"]["detail"])
     if partial and exposed_verdict == "no":
         exposed_verdict = "unknown"
@@ -407,8 +409,10 @@ def report_data(
                           "forensics notifications"))
     answers.append(Answer("hidden", "Errors hidden behind 2xx", None,
                           f"{numbers['n_hidden_errors']} (reported separately)", "forensics hidden"))
+    over_verdict: AnswerVerdict
     if not engine_evidence and not len(failing):
-        over_verdict, over_text = "unknown", "unknown (no engine startup lines: no node's configuration is known)"
+        over_verdict = "unknown"
+        over_text = "unknown (no engine startup lines: no node's configuration is known)"
     elif summary["over"]["answer"] == "yes" and len(unknown_checks):
         over_verdict = "unknown"
         over_text = f"unknown ({len(unknown_checks)} post-fix check(s) could not be decided)"
@@ -416,7 +420,8 @@ def report_data(
         over_verdict = "unknown"
         over_text = "unknown (every post-fix check read passes, but the evidence is partial: see Evidence gaps)"
     else:
-        over_verdict, over_text = str(summary["over"]["answer"]), str(summary["over"]["detail"])
+        over_verdict = member(summary["over"]["answer"], ANSWER_VERDICTS, "impact_summary answer")
+        over_text = str(summary["over"]["detail"])
     numbers["over"] = over_verdict
     answers.append(Answer("over", "Is it over?", over_verdict, over_text, "forensics postfix"))
     abuse = (f"possible: {len(probes)} tenant(s) probing (see below)" if len(probes) else "no")

@@ -41,6 +41,7 @@ import pyarrow as pa
 from forensics import __version__
 from forensics.case import LoadTarget
 from forensics.errors import CaseError, InputError
+from forensics.kinds import FileKind
 from forensics.sources.files import Snapshot
 
 #: Bytes of a file's start whose sha256 (``head_sha256``) narrows the known files it may extend.
@@ -185,7 +186,7 @@ class Ledger:
     ``counted`` are the tables whose rows count as loaded for this kind (for superseding a line).
     """
 
-    def __init__(self, target: LoadTarget, kind: str, counted: Sequence[str] = ()) -> None:
+    def __init__(self, target: LoadTarget, kind: FileKind, counted: Sequence[str] = ()) -> None:
         self.target = target
         self.con = target.con
         self.kind = kind

@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from forensics.kinds import LINE_FAMILIES, LineFamily, member
+
 #: Condition op codes of the compiled classifier.
 OP_STARTS, OP_CONTAINS, OP_ICONTAINS, OP_EQUALS, OP_REGEX, OP_LEVEL, OP_PREFIXED, OP_ENDS = range(8)
 _OPS = {"starts": OP_STARTS, "contains": OP_CONTAINS, "icontains": OP_ICONTAINS, "equals": OP_EQUALS,
@@ -92,8 +94,9 @@ class Kind:
     releases: str
     source: str
     samples: tuple[Sample, ...]
-    #: 'engine' for SGLang's own lines, 'router', or 'foreign' (another library sharing the log)
-    family: str = "engine"
+    #: 'engine' for SGLang's own lines, 'router', 'foreign' (another library sharing the log), 'noise'
+    #: (blank lines, progress bars) or 'unknown' (unrecognised)
+    family: LineFamily = "engine"
     #: fields' regexes search group 1 of this regex (the whole message when unset)
     head: str | None = None
     #: startup fact name (``engine_startup_facts.fact``) of a startup kind
@@ -275,7 +278,8 @@ def load(text: str) -> Catalogue:
             source=e.get("source", ""),
             samples=tuple(Sample(line=s["line"], expect=dict(s.get("expect", {})), cite=s.get("cite", ""))
                           for s in e.get("sample", [])),
-            family=e.get("family", "router" if e.get("scope") == "router" else "engine"),
+            family=member(e.get("family", "router" if e.get("scope") == "router" else "engine"), LINE_FAMILIES,
+                          f"line kind {e.get('name')!r}: family"),
             head=e.get("head"),
             fact=e.get("fact"),
         ))
