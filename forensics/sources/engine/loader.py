@@ -222,11 +222,11 @@ class _Writer:
         con = self.con
         for (node, pod, table), parts in self.parts.items():
             t = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
-            con.register("_eng_rows", t)
+            con.register("_engine_rows", t)
             try:
                 con.execute(INSERTS[table], {"node": node, "pod": pod, "file_id": self.file_id})
             finally:
-                con.unregister("_eng_rows")
+                con.unregister("_engine_rows")
             if table != "engine_startup_facts":
                 self.rows[table] += t.num_rows
         self.parts.clear()

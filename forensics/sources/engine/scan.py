@@ -423,11 +423,11 @@ class Scanner:
 
     def _sql(self, sql: str, stage: pa.Table, params: dict[str, Any] | None = None) -> pa.Table:
         """Run one of the rare kinds' SQL extractions over just those lines (an Arrow view)."""
-        self.con.register("_eng_stage", stage)
+        self.con.register("_engine_stage", stage)
         try:
             return self.con.sql(sql, params=params or {}).to_arrow_table()
         finally:
-            self.con.unregister("_eng_stage")
+            self.con.unregister("_engine_stage")
 
     def _json_records(self, ctx: _Ctx, rows: np.ndarray, out: Scanned, *, metrics: bool) -> list[tuple[str, pa.Table]]:
         from forensics.sources.engine.sql import REQ_JSON, REQ_METRICS

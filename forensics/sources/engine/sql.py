@@ -2,7 +2,7 @@
 
 Startup lines (``server_args`` parsed into a JSON object) and JSON request records
 (``--log-requests-format json``, ``--export-metrics-to-file``) are few, or already JSON: DuckDB reads
-them from an Arrow view ``_eng_stage`` of those lines only (``line_no``, ``byte_offset``, ``ts``,
+them from an Arrow view ``_engine_stage`` of those lines only (``line_no``, ``byte_offset``, ``ts``,
 ``ts_inferred``, ``msg``, ...). Nothing is stored from the view but the columns selected.
 
 Example:
@@ -65,7 +65,7 @@ FROM (
                    CASE WHEN fact = 'server_args' THEN regexp_extract_all(msg, '__TOKEN__', 1) ELSE [] END AS k1,
                    CASE WHEN fact = 'server_args' THEN regexp_extract_all(msg, '__TOKEN__', 2) ELSE [] END AS k2,
                    CASE WHEN fact = 'server_args' THEN regexp_extract_all(msg, '__TOKEN__', 3) ELSE [] END AS v
-            FROM _eng_stage
+            FROM _engine_stage
         )
     )
 )
@@ -100,7 +100,7 @@ FROM (
                    '$.out.meta_info.finish_reason.length', '$.out.meta_info.finish_reason.status_code',
                    '$.out.meta_info.finish_reason.message', '$.out.meta_info.e2e_latency',
                    '$.timestamp']) END AS j
-        FROM _eng_stage
+        FROM _engine_stage
     )
 )
 """
@@ -129,7 +129,7 @@ FROM (
                    '$.finish_reason.status_code', '$.finish_reason.message', '$.meta_info.prompt_tokens',
                    '$.meta_info.completion_tokens', '$.meta_info.cached_tokens', '$.e2e_latency',
                    '$.meta_info.e2e_latency', '$.finish_reason', '$.timestamp', '$.request_parameters']) END AS j
-        FROM _eng_stage
+        FROM _engine_stage
     )
 )
 """
@@ -138,15 +138,15 @@ FROM (
 HEALTH = ("coalesce(starts_with(rid, 'HEALTH_CHECK'), false) OR coalesce(bootstrap_room = 0, false) "
           "OR coalesce(bootstrap_host = '2.2.2.2', false)")
 
-#: The insert of each table from an Arrow view ``_eng_rows`` (columns by name; node, pod, file_id bound).
+#: The insert of each table from an Arrow view ``_engine_rows`` (columns by name; node, pod, file_id bound).
 INSERTS = {
     "engine_batches": "INSERT INTO engine_batches BY NAME SELECT * REPLACE (TRY_CAST(token_usage AS DOUBLE) AS "
                       "token_usage, TRY_CAST(throughput AS DOUBLE) AS throughput), $node AS node, "
-                      "$pod AS pod, $file_id AS file_id FROM _eng_rows",
+                      "$pod AS pod, $file_id AS file_id FROM _engine_rows",
     "engine_requests": "INSERT INTO engine_requests BY NAME SELECT * REPLACE (TRY_CAST(e2e_latency AS DOUBLE) AS "
                        f"e2e_latency), $node AS node, $pod AS pod, $file_id AS file_id, {HEALTH} AS is_health_check "
-                       "FROM _eng_rows",
+                       "FROM _engine_rows",
 }
 for _t in ("engine_rejections", "engine_events", "engine_http", "router_requests", "engine_other_lines",
            "engine_startup_facts"):
-    INSERTS[_t] = f"INSERT INTO {_t} BY NAME SELECT *, $node AS node, $pod AS pod, $file_id AS file_id FROM _eng_rows"
+    INSERTS[_t] = f"INSERT INTO {_t} BY NAME SELECT *, $node AS node, $pod AS pod, $file_id AS file_id FROM _engine_rows"

@@ -50,25 +50,25 @@ def csv_physical_lines(con: duckdb.DuckDBPyConnection, it: Item, reader_rejects:
     keys = list(range(1, good + 1)) + sorted(rejected)
     kinds = ["g"] * good + ["r"] * len(rejected)
     where = [starts[u - 1] for u in kept] + [starts[u - 1] for u in sorted(rejected)]
-    con.register("gw_csvmap_src", pa.table({"kind": kinds, "k": keys, "phys": where}))
+    con.register("gateway_csv_line_map_source", pa.table({"kind": kinds, "k": keys, "phys": where}))
     try:
-        con.execute("CREATE OR REPLACE TEMP TABLE gw_csvmap AS SELECT * FROM gw_csvmap_src")
+        con.execute("CREATE OR REPLACE TEMP TABLE gateway_csv_line_map AS SELECT * FROM gateway_csv_line_map_source")
     finally:
-        con.unregister("gw_csvmap_src")
+        con.unregister("gateway_csv_line_map_source")
     con.execute(
         """
         UPDATE gateway_requests g SET line_no = m.phys
         FROM (SELECT rowid AS rid, row_number() OVER (ORDER BY line_no, rowid) AS k
               FROM gateway_requests WHERE file_id = $f) o
-        JOIN gw_csvmap m ON m.kind = 'g' AND m.k = o.k
+        JOIN gateway_csv_line_map m ON m.kind = 'g' AND m.k = o.k
         WHERE g.rowid = o.rid
         """,
         {"f": it.file_id},
     )
     if rejected:
-        con.execute("UPDATE rejected_lines r SET line_no = m.phys FROM gw_csvmap m "
+        con.execute("UPDATE rejected_lines r SET line_no = m.phys FROM gateway_csv_line_map m "
                     "WHERE r.file_id = $f AND m.kind = 'r' AND r.line_no = m.k", {"f": it.file_id})
-    con.execute("DROP TABLE gw_csvmap")
+    con.execute("DROP TABLE gateway_csv_line_map")
     return None
 
 

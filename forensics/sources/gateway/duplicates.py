@@ -24,7 +24,7 @@ def flag_duplicates(con: duckdb.DuckDBPyConnection, file_ids: list[int]) -> dict
     # A 64-bit hash narrows the candidates cheaply; the exact comparison is done on those only.
     con.execute(
         f"""
-        CREATE OR REPLACE TEMP TABLE gw_dupcand AS
+        CREATE OR REPLACE TEMP TABLE gateway_duplicate_candidates AS
         WITH mine AS (
             SELECT hash(layer, request_id, ts_start, ts_end) AS h FROM gateway_requests
             WHERE file_id IN ({ids}) AND request_id IS NOT NULL
@@ -32,8 +32,8 @@ def flag_duplicates(con: duckdb.DuckDBPyConnection, file_ids: list[int]) -> dict
         SELECT h FROM mine GROUP BY h HAVING count(*) > 1{across}
         """
     )
-    if not con.execute("SELECT count(*) FROM gw_dupcand").fetchall()[0][0]:
-        con.execute("DROP TABLE gw_dupcand")
+    if not con.execute("SELECT count(*) FROM gateway_duplicate_candidates").fetchall()[0][0]:
+        con.execute("DROP TABLE gateway_duplicate_candidates")
         return {}
     con.execute(
         f"""
@@ -43,12 +43,12 @@ def flag_duplicates(con: duckdb.DuckDBPyConnection, file_ids: list[int]) -> dict
                        row_number() OVER (PARTITION BY layer, request_id, ts_start, ts_end
                                           ORDER BY file_id, line_no, rowid) AS k
                 FROM gateway_requests
-                WHERE request_id IS NOT NULL AND hash(layer, request_id, ts_start, ts_end) IN (SELECT h FROM gw_dupcand)
+                WHERE request_id IS NOT NULL AND hash(layer, request_id, ts_start, ts_end) IN (SELECT h FROM gateway_duplicate_candidates)
             ) WHERE k > 1 AND file_id IN ({ids}))
         """
     )
     rows = con.execute(
         f"SELECT file_id, count(*) FROM gateway_requests WHERE file_id IN ({ids}) AND is_duplicate GROUP BY file_id"
     ).fetchall()
-    con.execute("DROP TABLE gw_dupcand")
+    con.execute("DROP TABLE gateway_duplicate_candidates")
     return {int(f): int(n) for f, n in rows}

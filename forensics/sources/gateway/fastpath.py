@@ -129,20 +129,20 @@ def load_fast(con: duckdb.DuckDBPyConnection, items: list[Item], tz: str,
                     repair.append((it.file_id, ln, raw.decode("utf-8", errors="replace")))
         # the raw lines stay in a temporary table (never in the case file): their reasons and
         # redacted bytes are what the rejected rows keep
-        con.execute("CREATE OR REPLACE TEMP TABLE gw_rawtext (fid INTEGER, rn BIGINT, line VARCHAR)")
+        con.execute("CREATE OR REPLACE TEMP TABLE gateway_raw_lines (fid INTEGER, rn BIGINT, line VARCHAR)")
         if text:
-            con.executemany("INSERT INTO gw_rawtext VALUES (?, ?, ?)", text)
+            con.executemany("INSERT INTO gateway_raw_lines VALUES (?, ?, ?)", text)
             con.execute(f"UPDATE gateway_requests g SET in_band_error = r.stash FROM "
-                        f"({stash_of_lines_sql(plan, 'SELECT fid, rn, line FROM gw_rawtext', tz)}) r "
+                        f"({stash_of_lines_sql(plan, 'SELECT fid, rn, line FROM gateway_raw_lines', tz)}) r "
                         f"WHERE g.file_id = r.fid AND g.line_no = r.rn AND g.ts_start IS NULL")
         if repair:
             # non-UTF-8 bytes (say in a user-agent): parse the line with U+FFFD in their place
-            con.execute("DELETE FROM gw_rawtext")
-            con.executemany("INSERT INTO gw_rawtext VALUES (?, ?, ?)", repair)
+            con.execute("DELETE FROM gateway_raw_lines")
+            con.executemany("INSERT INTO gateway_raw_lines VALUES (?, ?, ?)", repair)
             con.execute("DELETE FROM gateway_requests g WHERE g.ts_start IS NULL AND EXISTS "
-                        "(SELECT 1 FROM gw_rawtext r WHERE r.fid = g.file_id AND r.rn = g.line_no)")
+                        "(SELECT 1 FROM gateway_raw_lines r WHERE r.fid = g.file_id AND r.rn = g.line_no)")
             con.execute(build_insert_sql(plan, read_path=items[0].read_path, comp=items[0].comp,
                                          rejects=items[0].rejects, file_id=ids[0], tz=tz,
-                                         source="SELECT fid, rn, line FROM gw_rawtext"))
-        con.execute("DROP TABLE gw_rawtext")
+                                         source="SELECT fid, rn, line FROM gateway_raw_lines"))
+        con.execute("DROP TABLE gateway_raw_lines")
     return finish_load(con, items, {}, tz)

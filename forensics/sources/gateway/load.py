@@ -183,12 +183,12 @@ def _reader_level_rejects(con: duckdb.DuckDBPyConnection, it: Item, tz: str,
         else:
             direct.append((ln, reason, raws.get(ln) or fallback.encode()))
     if repair:
-        con.execute("CREATE OR REPLACE TEMP TABLE gw_fixlines (rn BIGINT, line VARCHAR)")
-        con.executemany("INSERT INTO gw_fixlines VALUES (?, ?)", repair)
+        con.execute("CREATE OR REPLACE TEMP TABLE gateway_repaired_lines (rn BIGINT, line VARCHAR)")
+        con.executemany("INSERT INTO gateway_repaired_lines VALUES (?, ?)", repair)
         con.execute(build_insert_sql(plan, read_path=it.read_path, comp=it.comp, rejects=it.rejects,
                                      file_id=it.file_id, tz=tz,
-                                     source=f"SELECT {it.file_id} AS fid, rn, line FROM gw_fixlines"))
-        con.execute("DROP TABLE gw_fixlines")
+                                     source=f"SELECT {it.file_id} AS fid, rn, line FROM gateway_repaired_lines"))
+        con.execute("DROP TABLE gateway_repaired_lines")
     if direct:
         if plan.sniff.container == "csv" and plan.sniff.records:
             # a malformed CSV row: cut at its first text column (the header names it; the row has no keys)

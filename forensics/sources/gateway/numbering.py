@@ -56,18 +56,18 @@ def fix_line_numbers(con: duckdb.DuckDBPyConnection, file_id: int, rejected: lis
     # same holds when the numbers start at 2 (CSV: the header is line 1 and r_i counts it).
     rejected = sorted(rejected)
     keys = [(r - i, i + 1) for i, r in enumerate(rejected)]  # (r_i - i + 1 with 1-based i, i)
-    con.execute("CREATE OR REPLACE TEMP TABLE gw_shift (k BIGINT, n BIGINT)")
-    con.executemany("INSERT INTO gw_shift VALUES (?, ?)", keys)
+    con.execute("CREATE OR REPLACE TEMP TABLE gateway_line_shifts (k BIGINT, n BIGINT)")
+    con.executemany("INSERT INTO gateway_line_shifts VALUES (?, ?)", keys)
     con.execute(
         """
         UPDATE gateway_requests g SET line_no = g.line_no + s.n
         FROM (SELECT g2.rowid AS rid, max(s.n) AS n FROM gateway_requests g2
-              JOIN gw_shift s ON g2.line_no >= s.k WHERE g2.file_id = $f GROUP BY g2.rowid) s
+              JOIN gateway_line_shifts s ON g2.line_no >= s.k WHERE g2.file_id = $f GROUP BY g2.rowid) s
         WHERE g.rowid = s.rid
         """,
         {"f": file_id},
     )
-    con.execute("DROP TABLE gw_shift")
+    con.execute("DROP TABLE gateway_line_shifts")
 
 
 def count_lines(path: Path) -> int:
