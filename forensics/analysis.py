@@ -2,7 +2,8 @@
 
 Every function takes a case (a :class:`~forensics.case.Case` or a path, opened read-only) and
 exactly the keyword parameters its query file declares, and returns a DuckDB relation
-(``.df()``, ``.arrow()``, ``.fetchall()``). :func:`parameters_used` records what produced a result:
+(``.df()``, ``.arrow()``, ``.fetchall()``). Each docstring lists the parameters and output columns
+its query file declares. :func:`parameters_used` records what produced a result:
 the parameters given and the values derived from the logs (admission limits, windows).
 
 Example:
@@ -15,7 +16,9 @@ Example:
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -135,8 +138,7 @@ def evidence_gaps(case: CaseLike) -> duckdb.DuckDBPyRelation:
     """What the case's evidence lacks or flags: one row per file and problem (``partial`` first).
 
     ``partial`` rows (an unfinished ingest, a file not read whole) mean every answer rests on
-    partial evidence: outputs then never say a clean "no". Columns: problem, partial, file_id, path,
-    kind, node, n_lines, detail.
+    partial evidence: outputs then never say a clean "no".
 
     Example:
         >>> import forensics
@@ -370,10 +372,7 @@ def impact_summary(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBP
 def coverage(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBPyRelation:
     """What the engine logs show, per node and file: lines by kind, share recognised, startup facts, span, wrapper, zone.
 
-    Columns: node, file_id, path, format, wrapper, tz, lines_read, lines_joined, rows_loaded,
-    rows_rejected, complete, lines_by_kind, lines_recognised, lines_foreign, lines_unknown,
-    share_recognised, first_ts, last_ts, n_starts, with_pool, with_context, node_verdict,
-    node_unknown_starts (see queries/coverage.sql). ``node``: one node's files.
+    See queries/coverage.sql for what each column counts.
 
     Example:
         >>> from forensics.sample import sample_case
@@ -400,6 +399,58 @@ def hidden_errors(
     """
     _check_range(start, end)
     return _run(case, "hidden_errors", start=start, end=end, node=node)
+
+
+# -- docstrings from the query files ---------------------------------------------------------------
+
+
+def _wrapped(names: tuple[str, ...], indent: str, width: int = 96) -> list[str]:
+    lines: list[str] = []
+    for name in names:
+        word = f"``{name}``"
+        if lines and len(lines[-1]) + len(word) + 2 <= width:
+            lines[-1] += f", {word}"
+        else:
+            if lines:
+                lines[-1] += ","
+            lines.append(indent + word)
+    return lines
+
+
+def query_doc(name: str) -> str:
+    """The parameters and output columns of ``queries/<name>.sql``, as a docstring section.
+
+    Generated from the query file's header (``-- param`` and ``-- columns:`` lines, those of its
+    inputs too): each analysis function's docstring carries it, so ``help()`` and the docs list
+    the same names the SQL declares.
+
+    Example:
+        >>> print(query_doc("post_fix_check"))   # doctest: +NORMALIZE_WHITESPACE
+        Parameters (queries/post_fix_check.sql):
+            node: only this node's rows (None: all; fleet-wide rows are always shown)
+        Columns (the CSV contract, in order):
+            ``check``, ``node``, ``result``, ``n``, ``first_ts``, ``last_ts``, ``detail``
+    """
+    q = load_query(name)
+    out = [f"Parameters (queries/{name}.sql):" if q.all_params() else f"Parameters: none (queries/{name}.sql)."]
+    for p in q.all_params():
+        text = re.sub(r"\$(\w+)", r"\1", p.description).replace("(NULL:", "(None:").replace("NULL", "None")
+        out.append(f"    {p.name}: {text}")
+    out.append("Columns (the CSV contract, in order):")
+    out += _wrapped(q.columns, "    ")
+    if q.more_columns:
+        out.append("Then, in the relation, JSON and Parquet (not in the CSV):")
+        out += _wrapped(q.more_columns, "    ")
+    if q.order:
+        out.append(f"Rows in no particular order; the command line sorts by {q.order}.")
+    return "\n".join(out)
+
+
+def _document(func: Callable[..., Any]) -> None:
+    """Insert :func:`query_doc` before the docstring's example."""
+    doc = inspect.cleandoc(func.__doc__ or "")
+    head, sep, example = doc.partition("\nExample:")
+    func.__doc__ = f"{head.rstrip()}\n\n{query_doc(func.__name__)}\n{sep}{example}"
 
 
 # -- provenance of a result -------------------------------------------------------------------
@@ -465,3 +516,8 @@ def parameters_used(case: CaseLike, func_name: str, **kwargs: Any) -> dict[str, 
         "case": c.path,
         "toolkit_version": __version__,
     }
+
+
+for _name in __all__:
+    if _name not in ("DEFAULT_WINDOW_S", "parameters_used"):
+        _document(globals()[_name])

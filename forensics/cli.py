@@ -442,7 +442,7 @@ def notifications(case_path: Path, fmt: TableFormat | None, out: Path | None, di
       forensics notifications case.duckdb --tenant 2c65b0aa72769b98bd0f37e397606ad7
     """
     from forensics import analysis
-    from forensics.outputs.export import write_output
+    from forensics.outputs.export import for_output, write_output
     from forensics.outputs.notifications import for_tenants, with_directory, write_packets
     from forensics.outputs.scope import check_scope, coverage_note
 
@@ -451,7 +451,7 @@ def notifications(case_path: Path, fmt: TableFormat | None, out: Path | None, di
     with _open(case_path, backend, spark_master) as case:
         _guard(case, out)
         check_scope(case, node=node, tenants=tenant)
-        rel = for_tenants(analysis.notifications(case, **kwargs), list(tenant))
+        rel = for_output("notifications", for_tenants(analysis.notifications(case, **kwargs), list(tenant)), fmt)
         if directory is not None:
             rel = with_directory(rel, directory)
         params = analysis.parameters_used(case, "notifications", **kwargs)
@@ -638,20 +638,6 @@ ANALYSIS_COMMANDS: dict[str, str] = {
 #: commands defined above with options of their own (the loop below makes the others)
 CUSTOM_COMMANDS = frozenset({"notifications"})
 
-#: CSV column contracts (issue 5): ``--format csv`` writes exactly these columns, in this order.
-#: The relation (Python, table, JSON, Parquet) keeps its extra columns (``request_ids``).
-CSV_COLUMNS: dict[str, tuple[str, ...]] = {
-    "affected": ("request_id", "header_request_id", "tenant_id", "ts", "prompt_tokens", "status",
-                 "prefill_node", "decode_node", "admission_limit", "confidence", "reasons", "evidence"),
-    "tenants": ("tenant_id", "n_requests", "n_confirmed", "n_suspected", "first_ts", "last_ts"),
-}
-
-#: Output order of the commands whose query returns rows in no particular order (request_chain is a
-#: full export of millions of rows: the query leaves sorting to the caller, the command sorts).
-CLI_ORDER: dict[str, str] = {
-    "chain": "ts, request_id, evidence, bootstrap_room, prefill_rid, decode_rid",
-}
-
 #: Commands with a --tenant filter -> the columns it matches (sources: recipient or source).
 TENANT_FILTERS: dict[str, tuple[str, ...]] = {
     "affected": ("tenant_id",),
@@ -679,7 +665,7 @@ def _analysis_command(command: str, func_name: str) -> None:
 
     def run(case_path: Path, fmt: TableFormat, out: Path | None, show_sql: bool, backend: Backend, spark_master: str | None,
             **given: Any) -> None:
-        from forensics.outputs.export import write_output
+        from forensics.outputs.export import for_output, write_output
         from forensics.outputs.notifications import for_tenants
         from forensics.outputs.scope import check_scope, coverage_note
         from forensics.sqlfiles import load_query
@@ -703,10 +689,8 @@ def _analysis_command(command: str, func_name: str) -> None:
             rel = func(case, **kwargs)
             if tenants:
                 rel = for_tenants(rel, tenants, *TENANT_FILTERS[command])
-            if command in CLI_ORDER:
-                rel = rel.order(CLI_ORDER[command])
-            if fmt == "csv" and command in CSV_COLUMNS:
-                rel = rel.select(*(f'"{col}"' for col in CSV_COLUMNS[command]))
+            # the columns (and order) the query file declares: the same contract as investigate's CSVs
+            rel = for_output(func_name, rel, fmt)
             params = analysis.parameters_used(case, func_name, **kwargs)
             if command in TENANT_FILTERS:
                 params["tenant"] = tenants

@@ -17,7 +17,7 @@ from forensics import analysis
 from forensics.case import Case, check_output, open_case, replace_case
 from forensics.kinds import Backend
 from forensics.outputs import charts
-from forensics.outputs.export import write_output
+from forensics.outputs.export import for_output, write_output
 from forensics.outputs.notifications import write_packets
 from forensics.outputs.report import report_data, write_report
 from forensics.sources.summary import IngestSummary
@@ -183,7 +183,8 @@ def write_outputs(
     counts: dict[str, int] = {}
     params: dict[str, object] = {}
     for name in TABLE_OUTPUTS:
-        rel = getattr(analysis, name)(case)
+        # the columns the query file declares: what forensics <command> --format csv writes too
+        rel = for_output(name, getattr(analysis, name)(case), "csv")
         path = out / f"{name}.csv"
         used = analysis.parameters_used(case, name)
         write_output(rel, "csv", path, used)

@@ -5,6 +5,15 @@ Each query file holds one query and a header comment::
     -- affected_requests: the 200 responses that should have been 400.
     -- param $limit_tokens BIGINT: admission limit override (NULL: derived per node start)
     -- param $start TIMESTAMP: only requests at or after this UTC time (NULL: no bound)
+    -- columns: request_id, header_request_id, tenant_id, ts, prompt_tokens, status, ...
+    -- more columns: decode_rid, decode_start_ts, ...
+
+``-- columns:`` declares the query's output contract, in order: what every face writes as CSV
+(``forensics <command> --format csv``, ``forensics investigate``'s ``<name>.csv``). ``-- more
+columns:`` declares the columns the result has after those (the relation, JSON, Parquet and the
+terminal keep them: they feed other queries, or repeat the evidence text as numbers). Both may
+span several lines; a test checks them against the columns the query returns. ``-- order:`` is
+the row order a face applies to a query that leaves its rows unordered (a full export).
 
 Values are bound with DuckDB ``$name`` parameters, never string formatting. The files are found
 in the installed wheel (``forensics/queries/``, package data) or, in an editable checkout, in the
@@ -39,6 +48,8 @@ from forensics.errors import QueryError
 
 _PARAM_DECL = re.compile(r"^--\s*param\s+\$(\w+)\s+([\w\[\]]+)\s*:\s*(.*)$")
 _INPUT_DECL = re.compile(r"^--\s*input\s*:\s*(\w+)\b")
+_COLUMNS_DECL = re.compile(r"^--\s*(more\s+)?columns\s*:\s*(.*)$")
+_ORDER_DECL = re.compile(r"^--\s*order\s*:\s*(.*)$")
 _PARAM_USE = re.compile(r"(?<![\w$:])\$([A-Za-z_]\w*)")
 
 
@@ -59,6 +70,8 @@ class QueryFile:
         >>> q = load_query("exposure_windows")
         >>> [p.name for p in q.params]
         ['node', 'start', 'end', 'limit_tokens']
+        >>> q.columns[:3], load_query("affected_tenants").more_columns
+        (('scope', 'node', 'role'), ('request_ids',))
     """
 
     name: str
@@ -67,10 +80,28 @@ class QueryFile:
     sql: str
     source: str
     inputs: tuple[str, ...] = ()
+    #: the output contract, in order (``-- columns:``): what every face writes as CSV
+    columns: tuple[str, ...] = ()
+    #: the result's further columns (``-- more columns:``), after ``columns``
+    more_columns: tuple[str, ...] = ()
+    #: the row order a face applies (``-- order:``), for a query that leaves its rows unordered
+    order: str | None = None
 
     @property
     def param_names(self) -> list[str]:
         return [p.name for p in self.params]
+
+    @property
+    def result_columns(self) -> tuple[str, ...]:
+        """Every column of the result, in order: ``columns`` then ``more_columns``."""
+        return self.columns + self.more_columns
+
+    def all_params(self) -> list[QueryParam]:
+        """Its own parameters, then those of its inputs (recursively), each once, as declared."""
+        params = list(self.params)
+        for inp in self.inputs:
+            params += [p for p in load_query(inp).all_params() if p.name not in {q.name for q in params}]
+        return params
 
     def all_param_names(self) -> list[str]:
         """Its own parameters, then those of its inputs (recursively): what :func:`run_query` takes."""
@@ -135,6 +166,8 @@ def load_query(name: str) -> QueryFile:
     purpose = ""
     params: list[QueryParam] = []
     inputs: list[str] = []
+    columns: dict[bool, list[str]] = {False: [], True: []}
+    order: str | None = None
     for line in text.splitlines():
         if not line.startswith("--"):
             if line.strip():
@@ -145,12 +178,17 @@ def load_query(name: str) -> QueryFile:
             params.append(QueryParam(m.group(1), m.group(2), m.group(3).strip()))
         elif mi := _INPUT_DECL.match(line.strip()):
             inputs.append(mi.group(1))
+        elif mc := _COLUMNS_DECL.match(line.strip()):
+            columns[bool(mc.group(1))] += [c.strip() for c in mc.group(2).split(",") if c.strip()]
+        elif mo := _ORDER_DECL.match(line.strip()):
+            order = mo.group(1).strip()
         elif not purpose:
             purpose = line.lstrip("-").strip()
     if name in inputs:
         raise QueryError(f"query {name}.sql declares itself as input", where=str(f))
     return QueryFile(
-        name=name, purpose=purpose, params=tuple(params), sql=text, source=str(f), inputs=tuple(inputs)
+        name=name, purpose=purpose, params=tuple(params), sql=text, source=str(f), inputs=tuple(inputs),
+        columns=tuple(columns[False]), more_columns=tuple(columns[True]), order=order,
     )
 
 

@@ -3,6 +3,12 @@
 -- param $start TIMESTAMP: only requests at or after this UTC time; with $end, the window for suspected requests (NULL: derived)
 -- param $end TIMESTAMP: only requests before this UTC time (NULL: derived)
 -- param $node VARCHAR: only requests whose prefill or decode leg ran on this node (NULL: all)
+-- columns: request_id, header_request_id, tenant_id, ts, prompt_tokens, status, prefill_node, decode_node
+-- columns: admission_limit, confidence, reasons, evidence
+-- more columns: decode_rid, decode_start_ts, decode_received_file_id, decode_received_line_no
+-- more columns: gateway_file_id, gateway_line_no, rejection_file_id, rejection_line_no
+-- more columns: prefill_received_file_id, prefill_received_line_no, prefill_finished_file_id
+-- more columns: prefill_finished_line_no, decode_finished_file_id, decode_finished_line_no
 --
 -- The judgement only: the requests, their legs, the gateway record that reported each and the
 -- evidence text are derived tables and views (queries/facts/); the candidates are the rows of the

@@ -1,5 +1,7 @@
 -- affected_tenants: per tenant, the affected responses it received (confirmed / suspected), first and last time.
 -- input: affected_requests (the result of queries/affected_requests.sql, provided by the caller as the view affected_requests_result)
+-- columns: tenant_id, n_requests, n_confirmed, n_suspected, first_ts, last_ts
+-- more columns: request_ids
 --
 -- The recipients of question 4: the tenants of affected_requests (its rows, with the caller's
 -- parameters), one row per tenant (NULL tenant: records whose tenant could not be read). n_requests =

@@ -1,5 +1,8 @@
 -- coverage: what the engine logs show, per node and file: lines by kind, the share recognised, the startup facts found, the time span, the wrapper and zone used.
 -- param $node VARCHAR: only this node's files (NULL: all)
+-- columns: node, file_id, path, format, wrapper, tz, lines_read, lines_joined, rows_loaded, rows_rejected
+-- columns: complete, lines_by_kind, lines_recognised, lines_foreign, lines_unknown, share_recognised
+-- columns: first_ts, last_ts, n_starts, with_pool, with_context, node_verdict, node_unknown_starts
 --
 -- One row per engine evidence file (evidence_files kind 'engine'), ordered by node and path:
 --   lines_read            physical lines read (evidence_files); lines_joined: partial lines joined

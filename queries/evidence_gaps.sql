@@ -1,4 +1,5 @@
 -- evidence_gaps: what the case's evidence lacks or flags, one row per file and problem: the partial-evidence warnings of every output.
+-- columns: problem, partial, file_id, path, kind, node, n_lines, detail
 --
 -- partial = true: the answers rest on partial evidence (an output never says a clean "no",
 -- "nobody affected" or "it is over" while such a row exists):

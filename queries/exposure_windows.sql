@@ -3,6 +3,8 @@
 -- param $start TIMESTAMP: fleet window start override, e.g. for a gateway-only case (NULL: from the logs)
 -- param $end TIMESTAMP: fleet window end override (NULL: from the logs)
 -- param $limit_tokens BIGINT: fleet admission limit override (NULL: smallest limit of the exposed starts)
+-- columns: scope, node, role, window_start, window_end, window_open, admission_limit, context_len
+-- columns: max_total_num_tokens, n_starts, n_rejections, first_rejection_seen, last_rejection_seen, source
 --
 -- scope = 'node': consecutive exposed starts of one node with the same admission limit merged into
 -- one window [window_start, window_end): from the first exposed start to the node's next start that

@@ -2,6 +2,8 @@
 -- param $start TIMESTAMP: only requests at or after this UTC time (NULL: no bound)
 -- param $end TIMESTAMP: only requests before this UTC time (NULL: no bound)
 -- param $node VARCHAR: only requests whose prefill or decode leg ran on this node (NULL: all)
+-- columns: request_id, header_request_id, tenant_id, layer, ts, status, streamed, kinds, detail, prefill_node
+-- columns: decode_node, bootstrap_room, evidence
 --
 -- "An error hidden behind a 200": the status line was committed before the engine failed (streams),
 -- or a proxy logged success for a failed call. Reported separately from affected_requests, never

@@ -1,6 +1,7 @@
 -- impact_summary: the headline answers: was a node exposed, and is it over? yes / no / unknown, with the count and the node starts each rests on.
 -- input: post_fix_check (the result of queries/post_fix_check.sql, provided by the caller as the view post_fix_check_result; its parameter node selects the checks)
 -- param $node VARCHAR: only this node's starts and checks (NULL: the whole fleet)
+-- columns: question, answer, n, n_nodes, n_unknown, unknown_starts, detail
 --
 -- One row per question, in this order:
 --   exposed  yes      n = the node starts that ran exposed (start_periods verdict 'exposed');

@@ -1,6 +1,7 @@
 -- notification_requests: the requests behind each notice: one row per tenant and request, with its notice type, time and model.
 -- input: affected_requests (the received responses: the result of queries/affected_requests.sql, provided by the caller as the view affected_requests_result; its parameters limit_tokens, start, end, node select them)
 -- input: leak_sources (the possible sources: the result of queries/leak_sources.sql, provided as the view leak_sources_result, with the same parameters and window_s)
+-- columns: tenant_id, notice_type, request_id, header_request_id, ts, model, confidence
 --
 -- What a per-tenant notification packet lists: for a recipient, each affected response it received
 -- ('received-other-data': its time, confidence); for a possible source, each of its requests that

@@ -1,6 +1,8 @@
 -- notifications: the customer notification list: one row per tenant to notify, the notice it needs and the request ids behind it.
 -- input: affected_tenants (the recipients: the result of queries/affected_tenants.sql, provided by the caller as the view affected_tenants_result; its parameters limit_tokens, start, end, node select the affected requests)
 -- input: leak_sources (the possible sources: the result of queries/leak_sources.sql, provided as the view leak_sources_result, with the same parameters and window_s)
+-- columns: tenant_id, notice_type, n_responses_received, n_confirmed, n_suspected
+-- columns: n_requests_possibly_exposed, first_ts, last_ts, received_request_ids, exposed_request_ids
 --
 -- notice_type is 'received-other-data' (the tenant received affected responses: 2xx answers built
 -- on another request's KV pages), 'data-possibly-exposed' (a request of theirs finished on the

@@ -1,5 +1,6 @@
 -- post_fix_check: is it over? node configurations now, placeholder 2xx after each fix, integrity lines.
 -- param $node VARCHAR: only this node's rows (NULL: all; fleet-wide rows are always shown)
+-- columns: check, node, result, n, first_ts, last_ts, detail
 --
 -- One row per check (and node), result pass | fail | warn | info:
 --   node_config               per node, its latest start: fail while still exposed (pool < context

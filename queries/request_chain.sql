@@ -3,6 +3,12 @@
 -- param $end TIMESTAMP: only requests before this UTC time (NULL: no bound)
 -- param $node VARCHAR: only requests whose prefill or decode leg ran on this node (NULL: all)
 -- param $request_id VARCHAR: only this request: gateway request_id or header id, engine rid (NULL: all)
+-- columns: request_id, header_request_id, tenant_id, layer, ts, status, streamed, in_band_error, match_method
+-- columns: match_confidence, engine_mode, bootstrap_room, bootstrap_host, gateway_tokens, tokens_source
+-- columns: prefill_node, prefill_rid, prefill_tokens, prefill_finish_type, decode_node, decode_rid
+-- columns: decode_tokens, decode_finish_type, decode_finish_status_code, decode_start_ts, decode_finished_ts
+-- columns: rejected_input_tokens, rejected_limit_tokens, transfer_failure, evidence
+-- order: ts, request_id, evidence, bootstrap_room, prefill_rid, decode_rid
 --
 -- The derived tables hold the parts (queries/facts/): the engine legs (request_legs, health checks
 -- excluded), the chains pairing a prefill and a decode leg by bootstrap_room and bootstrap_host

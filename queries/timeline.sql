@@ -1,5 +1,7 @@
 -- timeline: the incident as events in time: every log record of the affected requests' evidence chains, and every node start.
 -- input: affected_requests (the result of queries/affected_requests.sql, provided by the caller as the view affected_requests_result; its parameters limit_tokens, start, end, node select the affected requests)
+-- columns: ts, event, node, layer, tenant_id, request_id, header_request_id, engine_rid, confidence, status
+-- columns: prompt_tokens, detail, evidence, file_id, line_no
 --
 -- One row per log record (what forensics export timesketch writes, one event each):
 --   gateway_request   each gateway record of an affected request: the one its evidence names, and

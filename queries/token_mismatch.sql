@@ -2,6 +2,9 @@
 -- param $start TIMESTAMP: only requests at or after this UTC time (NULL: no bound)
 -- param $end TIMESTAMP: only requests before this UTC time (NULL: no bound)
 -- param $node VARCHAR: only requests whose prefill or decode leg ran on this node (NULL: all)
+-- columns: request_id, header_request_id, tenant_id, layer, ts, mismatch, gateway_tokens, tokens_source
+-- columns: prefill_node, prefill_rid, prefill_tokens, decode_node, decode_rid, decode_tokens
+-- columns: gateway_minus_engine, decode_minus_prefill, bootstrap_room
 --
 -- Engine counts are the legs' prompt tokens (request_legs: the Finish or metrics record, else the
 -- time stats), prefill and decode legs paired as everywhere (request_chains); the gateway record

@@ -53,6 +53,31 @@ def to_arrow(rel: Tabular) -> pa.Table:
     return rel.to_arrow_table()
 
 
+def for_output(query: str, rel: duckdb.DuckDBPyRelation, fmt: str) -> duckdb.DuckDBPyRelation:
+    """A query's result as every face writes it: the columns its file declares, rows in its order.
+
+    ``--format csv`` (and ``forensics investigate``'s ``<query>.csv``) gets the ``-- columns:``
+    contract, in order; the other formats get the ``-- more columns:`` after it. A query whose file
+    declares an ``-- order:`` (a full export that leaves its rows unordered) is sorted by it.
+
+    Example:
+        >>> from forensics.sample import sample_case
+        >>> import forensics
+        >>> rel = forensics.affected_tenants(sample_case())
+        >>> for_output("affected_tenants", rel, "csv").columns[-2:], for_output("affected_tenants", rel, "json").columns[-1]
+        (['first_ts', 'last_ts'], 'request_ids')
+    """
+    from forensics.sqlfiles import load_query
+
+    q = load_query(query)
+    if q.order:
+        rel = rel.order(q.order)
+    names = q.columns if fmt == "csv" else q.result_columns
+    if names:  # every query file declares them (a test checks it against the result)
+        rel = rel.select(*(f'"{name}"' for name in names))
+    return rel
+
+
 def iso_utc(value: dt.datetime, *, fraction: bool) -> str:
     """A timestamp as UTC ISO 8601 with ``Z`` (naive timestamps are UTC: the case stores UTC).
 
