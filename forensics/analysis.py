@@ -1,9 +1,10 @@
 """The questions of the incident as Python functions: one per ``queries/<name>.sql``, same name.
 
 Every function takes a case (a :class:`~forensics.case.Case` or a path, opened read-only) and
-exactly the keyword parameters its query file declares, and returns a DuckDB relation
-(``.df()``, ``.arrow()``, ``.fetchall()``). Each docstring lists the parameters and output columns
-its query file declares. :func:`parameters_used` records what produced a result:
+exactly the keyword parameters its query file declares, and returns a
+:class:`~forensics.relation.Relation`: a DuckDB relation (``.df()``, ``.fetchall()``, ``.order()``,
+...) whose ``.arrow()`` is a materialised ``pyarrow.Table``. Each docstring lists the parameters
+and output columns its query file declares. :func:`parameters_used` records what produced a result:
 the parameters given and the values derived from the logs (admission limits, windows).
 
 Example:
@@ -22,11 +23,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-import duckdb
-
 from forensics import __version__
 from forensics.case import Case, as_case
 from forensics.errors import CaseError, ParameterError
+from forensics.relation import Relation
 from forensics.sqlfiles import load_query
 
 CaseLike = Case | str | os.PathLike[str]
@@ -58,7 +58,7 @@ __all__ = [
 
 def _run(
     case: CaseLike, name: str, *, check: Callable[[Case], None] | None = None, **params: Any
-) -> duckdb.DuckDBPyRelation:
+) -> Relation:
     """Run ``queries/<name>.sql`` on the case (a path is opened read-only, and closed again when
     the query cannot run), after ``check`` and with the derived tables up to date."""
     c = as_case(case)
@@ -66,7 +66,8 @@ def _run(
         c.ensure_facts()  # before the check: start_periods reads a derived table
         if check is not None:
             check(c)
-        return c.run_query(name, params)
+        # the result keeps the case: one opened here by path stays open while the result is used
+        return Relation(c.run_query(name, params), c)
     except BaseException:
         if c is not case:
             c.close()
@@ -123,7 +124,7 @@ def _need_starts(c: Case, what: str) -> None:
 def _run_sources(
     case: CaseLike, name: str, what: str, limit_tokens: int | None, start: dt.datetime | None,
     end: dt.datetime | None, node: str | None, window_s: int,
-) -> duckdb.DuckDBPyRelation:
+) -> Relation:
     """Run a query on the affected set and its leak sources (the window checks, then the look-back)."""
     if window_s is None or window_s <= 0:
         raise ParameterError(f"--window-s must be a positive number of seconds, got {window_s}")
@@ -134,7 +135,7 @@ def _run_sources(
 # -- the queries ------------------------------------------------------------------------------
 
 
-def evidence_gaps(case: CaseLike) -> duckdb.DuckDBPyRelation:
+def evidence_gaps(case: CaseLike) -> Relation:
     """What the case's evidence lacks or flags: one row per file and problem (``partial`` first).
 
     ``partial`` rows (an unfinished ingest, a file not read whole) mean every answer rests on
@@ -148,7 +149,7 @@ def evidence_gaps(case: CaseLike) -> duckdb.DuckDBPyRelation:
     return _run(case, "evidence_gaps")
 
 
-def pool_audit(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBPyRelation:
+def pool_audit(case: CaseLike, *, node: str | None = None) -> Relation:
     """Every node start with its KV pool, context length, admission limit, period and verdict.
 
     Example:
@@ -167,7 +168,7 @@ def exposure_windows(
     start: dt.datetime | None = None,
     end: dt.datetime | None = None,
     limit_tokens: int | None = None,
-) -> duckdb.DuckDBPyRelation:
+) -> Relation:
     """Per node the periods it ran exposed, and the fleet window (derived, or given).
 
     Example:
@@ -188,7 +189,7 @@ def request_chain(
     end: dt.datetime | None = None,
     node: str | None = None,
     request_id: str | None = None,
-) -> duckdb.DuckDBPyRelation:
+) -> Relation:
     """Each request's chain: gateway record, prefill leg, decode leg, how they matched, evidence.
 
     Rows come in no particular order (a full export: sort what you keep, e.g. ``.order("ts")``).
@@ -210,7 +211,7 @@ def affected_requests(
     start: dt.datetime | None = None,
     end: dt.datetime | None = None,
     node: str | None = None,
-) -> duckdb.DuckDBPyRelation:
+) -> Relation:
     """The 2xx responses that should have been 400: confirmed by engine evidence, or suspected.
 
     Example:
@@ -230,7 +231,7 @@ def affected_tenants(
     start: dt.datetime | None = None,
     end: dt.datetime | None = None,
     node: str | None = None,
-) -> duckdb.DuckDBPyRelation:
+) -> Relation:
     """Per tenant: affected responses received (confirmed / suspected), first and last time, ids.
 
     Example:
@@ -251,7 +252,7 @@ def leak_sources(
     end: dt.datetime | None = None,
     node: str | None = None,
     window_s: int = DEFAULT_WINDOW_S,
-) -> duckdb.DuckDBPyRelation:
+) -> Relation:
     """Whose data may have been exposed: requests finished on the same decode node shortly before.
 
     Example:
@@ -270,7 +271,7 @@ def notifications(
     end: dt.datetime | None = None,
     node: str | None = None,
     window_s: int = DEFAULT_WINDOW_S,
-) -> duckdb.DuckDBPyRelation:
+) -> Relation:
     """The notification list: per tenant, the notice it needs and the request ids behind it.
 
     ``notice_type`` is ``received-other-data`` (recipients of affected responses),
@@ -293,7 +294,7 @@ def notification_requests(
     end: dt.datetime | None = None,
     node: str | None = None,
     window_s: int = DEFAULT_WINDOW_S,
-) -> duckdb.DuckDBPyRelation:
+) -> Relation:
     """The requests behind each notice: per tenant, its own request ids, notice type, time, model.
 
     Example:
@@ -312,7 +313,7 @@ def timeline(
     start: dt.datetime | None = None,
     end: dt.datetime | None = None,
     node: str | None = None,
-) -> duckdb.DuckDBPyRelation:
+) -> Relation:
     """The incident as events: each log record of the affected requests' evidence, and node starts.
 
     Example:
@@ -330,7 +331,7 @@ def token_mismatch(
     start: dt.datetime | None = None,
     end: dt.datetime | None = None,
     node: str | None = None,
-) -> duckdb.DuckDBPyRelation:
+) -> Relation:
     """Requests whose token counts disagree: gateway vs engine, prefill vs decode.
 
     Example:
@@ -342,7 +343,7 @@ def token_mismatch(
     return _run(case, "token_mismatch", start=start, end=end, node=node)
 
 
-def post_fix_check(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBPyRelation:
+def post_fix_check(case: CaseLike, *, node: str | None = None) -> Relation:
     """Is it over? Node configs now, placeholder 2xx after each fix, integrity lines.
 
     Example:
@@ -353,7 +354,7 @@ def post_fix_check(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBP
     return _run(case, "post_fix_check", check=lambda c: _need_starts(c, "post-fix check"), node=node)
 
 
-def impact_summary(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBPyRelation:
+def impact_summary(case: CaseLike, *, node: str | None = None) -> Relation:
     """The headline answers: was a node exposed, is it over? (yes / no / unknown, with what they rest on).
 
     One row per question (``exposed``, ``over``): ``answer``, ``n`` (the starts or checks it
@@ -369,7 +370,7 @@ def impact_summary(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBP
     return _run(case, "impact_summary", node=node)
 
 
-def coverage(case: CaseLike, *, node: str | None = None) -> duckdb.DuckDBPyRelation:
+def coverage(case: CaseLike, *, node: str | None = None) -> Relation:
     """What the engine logs show, per node and file: lines by kind, share recognised, startup facts, span, wrapper, zone.
 
     See queries/coverage.sql for what each column counts.
@@ -389,7 +390,7 @@ def hidden_errors(
     start: dt.datetime | None = None,
     end: dt.datetime | None = None,
     node: str | None = None,
-) -> duckdb.DuckDBPyRelation:
+) -> Relation:
     """Errors hidden behind a 2xx: in-band (SSE/body) errors and transfer failures.
 
     Example:

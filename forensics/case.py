@@ -12,12 +12,14 @@ clock, memory budget, temporary directory), and the sources stage registers its 
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime as dt
 import os
 import re
 import tempfile
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from types import TracebackType
@@ -160,8 +162,32 @@ def register_loader(kind: FileKind, loader: Loader) -> None:
     _LOADERS[kind] = loader
 
 
+@dataclass(eq=False)
+class _Shared:
+    """The one DuckDB connection of this process to a case file, and the cases open on it."""
+
+    con: duckdb.DuckDBPyConnection
+    read_only: bool
+    #: the resolved path (None: an in-memory case, never shared)
+    key: str | None
+    handles: weakref.WeakSet[Case] = field(default_factory=weakref.WeakSet)
+    #: the fingerprint of derived tables built in memory on this connection (read-only)
+    facts_in_memory: str | None = None
+    closed: bool = False
+
+
+#: resolved case path -> its connection in this process (an entry goes when its last case closes,
+#: or when no case on it is left)
+_OPEN: weakref.WeakValueDictionary[str, _Shared] = weakref.WeakValueDictionary()
+
+
 class Case:
     """An open case database.
+
+    Opening a path this process already has open shares that connection: any number of read-only
+    and writable cases on one file, except a writable one while the file is open read-only (a
+    :class:`~forensics.errors.CaseError`: close the read-only case first). The connection's settings
+    (memory limits, threads) are those of the first open; it closes with the last case on it.
 
     Example:
         >>> case = Case(":memory:")
@@ -188,11 +214,11 @@ class Case:
         #: injectable clock for evidence_files.ingested_at (golden tests pin it)
         self.now = now
         self._closed = False
-        #: the fingerprint of derived tables built in memory (a read-only case whose own are stale)
-        self._facts_in_memory: str | None = None
         temp_dir: str | None = None
+        key: str | None = None
         if self.path != ":memory:":
             p = Path(self.path)
+            key = str(p.resolve())
             if read_only and not p.exists():
                 raise CaseError(
                     f"case database {self.path} does not exist",
@@ -201,14 +227,37 @@ class Case:
             if not read_only:
                 p.parent.mkdir(parents=True, exist_ok=True)
             temp_dir = str(p.with_name(p.name + ".tmp"))
-        try:
-            self.con = duckdb.connect(self.path, read_only=read_only)
-        except duckdb.IOException as exc:
-            raise CaseError(
-                f"cannot open case database {self.path}: {exc}",
-                hint="is another process using it? close it or open read-only",
-            ) from exc
-        configure_connection(self.con, memory_limit=query_memory_limit, temp_directory=temp_dir, threads=threads)
+        shared = _OPEN.get(key) if key is not None else None
+        if shared is not None and not shared.closed:
+            # open in this process already: this case shares that connection (and its settings)
+            if shared.read_only and not read_only:
+                raise CaseError(
+                    f"case {self.path} is already open read-only in this process: it cannot also be opened writable",
+                    hint="close the read-only case first (case.close(), or leave its with-block), "
+                    "or open this one read-only too",
+                )
+        else:
+            try:
+                con = duckdb.connect(self.path, read_only=read_only)
+            except duckdb.IOException as exc:
+                raise CaseError(
+                    f"cannot open case database {self.path}: {exc}",
+                    hint="is another process using it? close it or open read-only",
+                ) from exc
+            except duckdb.ConnectionException as exc:
+                raise CaseError(
+                    f"cannot open case database {self.path}: this process holds another connection to it "
+                    f"that was not opened with open_case ({exc})",
+                    hint="open the case once with forensics.open_case and pass that case around",
+                ) from exc
+            configure_connection(con, memory_limit=query_memory_limit, temp_directory=temp_dir, threads=threads)
+            shared = _Shared(con, read_only, key)
+            if key is not None:
+                _OPEN[key] = shared
+        #: the one connection of this process to the case file (shared by every Case opened on it)
+        self._shared = shared
+        shared.handles.add(self)
+        self.con = shared.con
         if not read_only:
             self._ensure_schema()
 
@@ -257,12 +306,13 @@ class Case:
         return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
     def sql(self, query: str, params: dict[str, Any] | Sequence[Any] | None = None) -> duckdb.DuckDBPyRelation:
-        """Run SQL on the case and return a relation (``.df()``, ``.arrow()``, ``.fetchall()``).
+        """Run SQL on the case and return a DuckDB relation (``.df()``, ``.to_arrow_table()``, ``.fetchall()``).
 
         Example:
             >>> Case(":memory:").sql("SELECT 1 AS x").fetchall()
             [(1,)]
         """
+        self._check_open()
         if params is None:
             return self.con.sql(query)
         return self.con.sql(query, params=params)
@@ -280,6 +330,7 @@ class Case:
         """
         from forensics.sqlfiles import run_query
 
+        self._check_open()
         return run_query(self.con, name, params)
 
     def tables(self) -> list[str]:
@@ -297,15 +348,44 @@ class Case:
         return bool(row and row[0])
 
     def close(self) -> None:
-        """Close the connection (the file stays); a writable case first brings its derived tables up to date."""
+        """Close the case (the file stays); a writable case first brings its derived tables up to date.
+
+        The connection closes with the last case of this process open on the file.
+        """
         if self._closed:
             return
         try:
             if not self.read_only:
                 self.refresh()
         finally:
-            self._closed = True
+            self._release()
+
+    def _release(self) -> None:
+        self._closed = True
+        shared: _Shared | None = getattr(self, "_shared", None)
+        if shared is None:  # pragma: no cover - a subclass with its own connection
             self.con.close()
+            return
+        shared.handles.discard(self)
+        if not shared.handles and not shared.closed:
+            shared.closed = True
+            if shared.key is not None and _OPEN.get(shared.key) is shared:
+                del _OPEN[shared.key]
+            shared.con.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise CaseError(f"case {self.path} is closed", hint="open it again with forensics.open_case")
+
+    @property
+    def _facts_in_memory(self) -> str | None:
+        """The fingerprint of derived tables built in memory (a read-only case whose own are stale)."""
+        shared: _Shared | None = getattr(self, "_shared", None)
+        return shared.facts_in_memory if shared is not None else None
+
+    @_facts_in_memory.setter
+    def _facts_in_memory(self, value: str | None) -> None:
+        self._shared.facts_in_memory = value
 
     def __enter__(self) -> Case:
         return self
@@ -318,8 +398,7 @@ class Case:
     ) -> None:
         if exc_type is not None:
             # an interrupted load: the next ingest (which resumes it) rebuilds the derived tables
-            self._closed = True
-            self.con.close()
+            self._release()
             return
         self.close()
 
@@ -466,6 +545,15 @@ class Case:
         """
         from forensics.facts import ensure
 
+        self._check_open()
+        if self.read_only and not self._shared.read_only:
+            # a read-only case sharing a connection this process opened writable: the derived
+            # tables are brought up to date in the file, as the writer's next ingest or close would
+            # (never as in-memory tables, which would hide the file's from the writer)
+            writer = copy.copy(self)
+            writer.read_only = False
+            ensure(writer)
+            return
         ensure(self)
 
 
@@ -482,6 +570,10 @@ def replace_case(path: str | os.PathLike[str]) -> None:
     """
     p = Path(path)
     wal = p.with_name(p.name + ".wal")
+    shared = _OPEN.get(str(p.resolve()))
+    if shared is not None and not shared.closed:
+        raise CaseError(f"case {p} is open in this process: not replaced",
+                        hint="close it first (case.close(), or leave its with-block)")
     if not p.exists():
         wal.unlink(missing_ok=True)
         return

@@ -26,11 +26,12 @@ import pyarrow as pa
 from forensics.errors import ParameterError
 from forensics.kinds import TABLE_FORMATS, TableFormat
 from forensics.outputs.escape import csv_cell, csv_field
+from forensics.relation import AnyRelation, Relation
 
 FORMATS = TABLE_FORMATS
 
-#: what the writers accept: a DuckDB relation, a DataFrame or an Arrow table
-Tabular: TypeAlias = duckdb.DuckDBPyRelation | pd.DataFrame | pa.Table
+#: what the writers accept: a relation (an analysis result or DuckDB's own), a DataFrame or an Arrow table
+Tabular: TypeAlias = Relation | duckdb.DuckDBPyRelation | pd.DataFrame | pa.Table
 
 
 def _jsonable(value: Any) -> Any:
@@ -53,7 +54,7 @@ def to_arrow(rel: Tabular) -> pa.Table:
     return rel.to_arrow_table()
 
 
-def for_output(query: str, rel: duckdb.DuckDBPyRelation, fmt: str) -> duckdb.DuckDBPyRelation:
+def for_output(query: str, rel: AnyRelation, fmt: str) -> AnyRelation:
     """A query's result as every face writes it: the columns its file declares, rows in its order.
 
     ``--format csv`` (and ``forensics investigate``'s ``<query>.csv``) gets the ``-- columns:``
@@ -211,7 +212,7 @@ def write_output(
         from forensics.outputs.terminal import MAX_TABLE_ROWS
 
         # a terminal shows the first rows only: never materialise a million-row export for it
-        if isinstance(rel, duckdb.DuckDBPyRelation):
+        if isinstance(rel, Relation | duckdb.DuckDBPyRelation):
             total = int(rel.aggregate("count(*)").fetchall()[0][0])
             rel = rel.limit(MAX_TABLE_ROWS)
         else:

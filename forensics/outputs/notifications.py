@@ -46,6 +46,7 @@ from forensics.errors import InputError, ParameterError
 from forensics.kinds import NOTICE_TYPES, NoticeType, member
 from forensics.outputs.escape import md_text
 from forensics.outputs.export import csv_text, rows_for_output, to_arrow
+from forensics.relation import AnyRelation, Relation
 
 #: Directory columns the list gains, and the header spellings accepted for each (lower case,
 #: spaces/dashes as underscores).
@@ -140,8 +141,8 @@ def read_directory(path: str | os.PathLike[str]) -> duckdb.DuckDBPyRelation:
 
 
 def with_directory(
-    rel: duckdb.DuckDBPyRelation, directory: str | os.PathLike[str] | duckdb.DuckDBPyRelation
-) -> duckdb.DuckDBPyRelation:
+    rel: Relation | duckdb.DuckDBPyRelation, directory: str | os.PathLike[str] | Relation | duckdb.DuckDBPyRelation
+) -> Relation:
     """The notification list with the directory's company, contact and owner; no tenant dropped.
 
     ``in_directory`` is false for a tenant the directory does not list (its contact columns are
@@ -159,7 +160,7 @@ def with_directory(
         >>> df.loc[df.in_directory, ["tenant_id", "company"]].values.tolist()
         [['5b724e83d2b7aaa355d7687552c91693', 'Acme']]
     """
-    d = directory if isinstance(directory, duckdb.DuckDBPyRelation) else read_directory(directory)
+    d = directory if isinstance(directory, Relation | duckdb.DuckDBPyRelation) else read_directory(directory)
     listing = to_arrow(rel)
     extra = to_arrow(d)
     index = {t: i for i, t in enumerate(extra.column("tenant_id").to_pylist())}
@@ -173,10 +174,10 @@ def with_directory(
     for name in listing.column_names:
         if name not in cols:
             cols[name] = listing.column(name)
-    return duckdb.from_arrow(pa.table(cols))
+    return Relation(duckdb.from_arrow(pa.table(cols)))
 
 
-def for_tenants(rel: duckdb.DuckDBPyRelation, tenants: list[str], *columns: str) -> duckdb.DuckDBPyRelation:
+def for_tenants(rel: AnyRelation, tenants: list[str], *columns: str) -> AnyRelation:
     """Only the rows of these tenants: any of ``columns`` (default ``tenant_id``) equal to one of them.
 
     The values are bound as constants (expression API), never formatted into SQL.
@@ -288,7 +289,7 @@ def write_packets(
     case: Case | str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
     *,
-    directory: str | os.PathLike[str] | duckdb.DuckDBPyRelation | None = None,
+    directory: str | os.PathLike[str] | Relation | duckdb.DuckDBPyRelation | None = None,
     tenants: list[str] | None = None,
     incident: str = DEFAULT_INCIDENT,
     limit_tokens: int | None = None,
