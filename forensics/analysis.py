@@ -35,7 +35,11 @@ CaseLike = Case | str | os.PathLike[str]
 #: decode started may still have been resident (the sample's and the write-up's 10 minutes).
 DEFAULT_WINDOW_S = 600
 
+#: A tenant sending this many over-limit prompts within one hour is listed as possible probing.
+DEFAULT_PROBE_THRESHOLD = 5
+
 __all__ = [
+    "DEFAULT_PROBE_THRESHOLD",
     "DEFAULT_WINDOW_S",
     "affected_requests",
     "affected_tenants",
@@ -50,6 +54,7 @@ __all__ = [
     "parameters_used",
     "pool_audit",
     "post_fix_check",
+    "probing_tenants",
     "request_chain",
     "timeline",
     "token_mismatch",
@@ -384,6 +389,31 @@ def coverage(case: CaseLike, *, node: str | None = None) -> Relation:
     return _run(case, "coverage", node=node)
 
 
+def probing_tenants(
+    case: CaseLike,
+    *,
+    threshold: int = DEFAULT_PROBE_THRESHOLD,
+    limit_tokens: int | None = None,
+) -> Relation:
+    """Tenants that sent ``threshold`` or more over-limit prompts within one hour (possible probing).
+
+    Over-limit is judged per request, against the admission limit of the node start in force when
+    its prefill leg ran (``limit_tokens`` overrides it for every request); a request the logs do
+    not give a limit for is not counted.
+
+    Example:
+        >>> from forensics.sample import sample_case
+        >>> probing_tenants(sample_case()).fetchall()               # nobody probed in the sample incident
+        []
+        >>> len(probing_tenants(sample_case(), threshold=1).fetchall()) > 0
+        True
+    """
+    if threshold is None or threshold < 1:
+        raise ParameterError(f"--threshold must be a positive number of prompts, got {threshold}")
+    _check_limit(limit_tokens)
+    return _run(case, "probing_tenants", threshold=threshold, limit_tokens=limit_tokens)
+
+
 def hidden_errors(
     case: CaseLike,
     *,
@@ -520,5 +550,5 @@ def parameters_used(case: CaseLike, func_name: str, **kwargs: Any) -> dict[str, 
 
 
 for _name in __all__:
-    if _name not in ("DEFAULT_WINDOW_S", "parameters_used"):
+    if _name not in ("DEFAULT_PROBE_THRESHOLD", "DEFAULT_WINDOW_S", "parameters_used"):
         _document(globals()[_name])

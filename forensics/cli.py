@@ -330,6 +330,9 @@ def _param_option(param: str, default: Any, query: str | None = None) -> Callabl
     if param == "window_s":
         return click.option("--window-s", "window_s", type=int, default=default, show_default=True,
                             help=own or "Look-back before the affected decode start, in seconds.")
+    if param == "threshold":
+        return click.option("--threshold", "threshold", type=int, default=default, show_default=True,
+                            help=own or "Over-limit prompts within one hour that flag a tenant.")
     if param == "request_id":
         return click.option("--request-id", "request_id", default=None,
                             help=own or "Only this request (gateway id, x-request-id or engine rid).")
@@ -633,6 +636,7 @@ ANALYSIS_COMMANDS: dict[str, str] = {
     "notification-requests": "notification_requests",
     "timeline": "timeline",
     "gaps": "evidence_gaps",
+    "probing": "probing_tenants",
 }
 
 #: commands defined above with options of their own (the loop below makes the others)

@@ -34,6 +34,7 @@ TABLE_OUTPUTS = (
     "post_fix_check",
     "notifications",
     "evidence_gaps",
+    "probing_tenants",
 )
 
 

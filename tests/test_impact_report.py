@@ -10,7 +10,7 @@ from casebuilder import LIMIT, POOL_GOOD, Fleet, Gateway, LastLine, Request, Sta
 from conftest import GoldenCheck
 
 from forensics.case import Case
-from forensics.outputs.report import impact_report, probing_tenants, report_data
+from forensics.outputs.report import impact_report, report_data
 
 
 def _suspected_only() -> Any:
@@ -121,13 +121,13 @@ def test_impact_report_never_quotes_prompt_text(sample_case: Case) -> None:
         assert marker not in text
 
 
-def test_abuse_heuristic_is_quiet_on_the_sample(sample_case: Case, sample_truth: dict[str, Any]) -> None:
-    assert probing_tenants(sample_case).empty is (not sample_truth["abuse_evident"])
-
-
 @pytest.mark.parametrize("threshold, flags_someone", [(1, True), (10_000, False)])
 def test_abuse_heuristic_threshold(sample_case: Case, threshold: int, flags_someone: bool) -> None:
-    assert (not probing_tenants(sample_case, threshold).empty) is flags_someone
+    """The report's heuristic is forensics.probing_tenants (tests/test_probing_tenants.py)."""
+    from forensics.outputs.report import report_data
+
+    data = report_data(sample_case, probe_threshold=threshold)
+    assert (data.numbers["n_probing_tenants"] > 0) is flags_someone
 
 
 def _without_svg(page: str) -> str:

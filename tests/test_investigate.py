@@ -14,7 +14,7 @@ EXPECTED_OUTPUTS = [
     "impact_report.md", "ingest_summary.csv", "leak_sources.csv", "notifications.csv",
     "parameters.json", "pool_audit.csv", "post_fix_check.csv", "token_mismatch.csv",
     "affected_tenants_chart.html", "affected_timeline_chart.html", "exposure_windows_chart.html",
-    "impact_report.html", "impact_report.json", "evidence_gaps.csv",
+    "impact_report.html", "impact_report.json", "evidence_gaps.csv", "probing_tenants.csv",
 ]
 
 

@@ -111,6 +111,8 @@ def _params(name: str, given: bool) -> dict[str, Any]:
     out = {p: (values.get(p) if given else None) for p in load_query(name).all_param_names()}
     if "window_s" in out:
         out["window_s"] = 600
+    if "threshold" in out:  # probing_tenants: 1 flags the sample's tenants (its default 5, none)
+        out["threshold"] = 1
     return out
 
 
@@ -278,7 +280,8 @@ def test_a_uri_file_binaryfile_cannot_hold_is_refused_naming_it(spark: Any, tmp_
     assert not (tmp_path / "case" / "case.json").exists()
 
 
-@pytest.mark.parametrize("func", ["affected_requests", "affected_tenants", "leak_sources", "pool_audit"])
+@pytest.mark.parametrize("func", ["affected_requests", "affected_tenants", "leak_sources", "pool_audit",
+                                  "probing_tenants"])
 def test_spark_ingest_answers_as_the_local_case(func: str, sample_case: Case, ingested: Case) -> None:
     _same(getattr(forensics, func)(sample_case), getattr(forensics, func)(ingested))
 

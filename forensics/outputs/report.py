@@ -36,67 +36,16 @@ from forensics.kinds import ANSWER_VERDICTS, AnswerVerdict, member
 from forensics.outputs.escape import md_text
 from forensics.outputs.export import frame_for_output, rows_for_output
 from forensics.outputs.scope import partial_evidence
+from forensics.sqlfiles import load_query
 
-#: A tenant sending this many over-limit prompts within one hour is listed as possible probing.
-PROBE_THRESHOLD = 5
+#: A tenant sending this many over-limit prompts within one hour is listed as possible probing
+#: (queries/probing_tenants.sql: forensics.probing_tenants, forensics probing).
+PROBE_THRESHOLD = analysis.DEFAULT_PROBE_THRESHOLD
 
 #: Rows shown per table in the Markdown report (the HTML report shows up to HTML_MAX_ROWS); the
 #: CSV outputs always hold every row, and the report says how many it left out.
 MARKDOWN_MAX_ROWS = 200
 HTML_MAX_ROWS = 5000
-
-
-def probing_tenants(case: Case | str | os.PathLike[str], threshold: int = PROBE_THRESHOLD,
-                    *, limit_tokens: int | None = None) -> pd.DataFrame:
-    """Tenants that sent ``threshold`` or more over-limit prompts within one hour (possible probing).
-
-    Over-limit means at or above the fleet admission limit (derived, or ``limit_tokens``) by the
-    best token count known for the request (decode, rejection line, gateway).
-
-    Example:
-        >>> from forensics.sample import sample_case
-        >>> probing_tenants(sample_case()).empty          # nobody probed in the sample incident
-        True
-    """
-    c = as_case(case)
-    cols = ["tenant_id", "n_over_limit", "max_in_one_hour", "first_ts", "last_ts"]
-    limit = limit_tokens
-    if limit is None:
-        try:
-            windows = analysis.exposure_windows(c).df()
-        except CaseError:
-            return pd.DataFrame(columns=cols)
-        fleet = windows[windows["scope"] == "fleet"]
-        if fleet.empty or pd.isna(fleet["admission_limit"].iloc[0]):
-            return pd.DataFrame(columns=cols)
-        limit = int(fleet["admission_limit"].iloc[0])
-    import duckdb
-
-    tokens = duckdb.CoalesceOperator(
-        *(duckdb.ColumnExpression(n) for n in ("decode_tokens", "rejected_input_tokens", "gateway_tokens"))
-    )
-    over = (
-        analysis.request_chain(c)
-        .filter(tokens >= duckdb.ConstantExpression(int(limit)))
-        .filter(duckdb.ColumnExpression("tenant_id").isnotnull())
-        .project("tenant_id, ts")
-        .df()
-    )
-    rows = []
-    for tenant, grp in over.groupby("tenant_id"):
-        ts = grp["ts"].sort_values().reset_index(drop=True)
-        # sliding one-hour window over sorted times: the densest hour
-        j = 0
-        best = 0
-        for i in range(len(ts)):
-            while ts[i] - ts[j] > pd.Timedelta(hours=1):
-                j += 1
-            best = max(best, i - j + 1)
-        rows.append({"tenant_id": tenant, "n_over_limit": len(ts), "max_in_one_hour": best,
-                     "first_ts": ts.iloc[0], "last_ts": ts.iloc[-1]})
-    df = pd.DataFrame(rows, columns=cols)
-    df = df[df["max_in_one_hour"] >= threshold]
-    return df.sort_values(["max_in_one_hour", "tenant_id"], ascending=[False, True]).reset_index(drop=True)
 
 
 # -- the data ---------------------------------------------------------------------------------
@@ -171,7 +120,7 @@ AFFECTED_COLUMNS = ["request_id", "tenant_id", "ts", "prompt_tokens", "status", 
 TENANT_COLUMNS = ["tenant_id", "n_requests", "n_confirmed", "n_suspected", "first_ts", "last_ts"]
 SOURCE_COLUMNS = ["tenant_id", "n_source_requests", "n_recipient_responses", "first_ts", "last_ts"]
 POSTFIX_COLUMNS = ["check", "node", "result", "n", "detail"]
-PROBE_COLUMNS = ["tenant_id", "n_over_limit", "max_in_one_hour", "first_ts", "last_ts"]
+PROBE_COLUMNS = list(load_query("probing_tenants").columns)
 KIND_COLUMNS = ["kind", "files", "lines_read", "rows_loaded", "rows_rejected", "rows_duplicate",
                 "incomplete_files"]
 COVERAGE_COLUMNS = ["node", "files", "lines_read", "rows_loaded", "rows_rejected", "starts",
@@ -255,7 +204,7 @@ def report_data(
     audit = _safe(analysis.pool_audit, c)
     postfix = _safe(analysis.post_fix_check, c)
     hidden = analysis.hidden_errors(c, start=start, end=end).df()
-    probes = probing_tenants(c, probe_threshold, limit_tokens=limit_tokens)
+    probes = analysis.probing_tenants(c, threshold=probe_threshold, limit_tokens=limit_tokens).df()
     kinds = c.sql(
         "SELECT kind, count(*) AS files, sum(lines_read) AS lines_read, sum(rows_loaded) AS rows_loaded, "
         "sum(rows_rejected) AS rows_rejected, sum(rows_duplicate) AS rows_duplicate, "
@@ -427,7 +376,7 @@ def report_data(
     abuse = (f"possible: {len(probes)} tenant(s) probing (see below)" if len(probes) else "no")
     answers.append(Answer("abuse", "Abuse evident?", None,
                           f"{abuse} (heuristic: >= {probe_threshold} over-limit prompts from one tenant "
-                          "within an hour)", None))
+                          "within an hour)", "forensics probing"))
 
     def sec(key: str, heading: str, frame: pd.DataFrame, columns: list[str], note: str = "",
             long: tuple[str, ...] = ()) -> Section:
@@ -652,7 +601,6 @@ __all__ = [
     "ReportData",
     "frame_for_output",
     "impact_report",
-    "probing_tenants",
     "render_html",
     "render_json",
     "render_markdown",
