@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from forensics.sources.engine.extract_request import exact_name
 from forensics.sources.engine.spans import INT_NULL, parse_int
 
 #: The batch keys behind the typed columns of ``engine_batches`` (slots of ``spans``).
@@ -48,23 +49,6 @@ class Batches:
     iter_val: np.ndarray  # int64
     iter_state: np.ndarray  # int8 (spans.INT_*)
     spans: np.ndarray  # int64 [line, key, start|end] raw value spans, -1 when absent
-
-
-@numba.njit(cache=True, nogil=True)
-def _key_slot(buf: np.ndarray, s: int, e: int, kdata: np.ndarray, koffs: np.ndarray) -> int:
-    n = e - s
-    for k in range(koffs.shape[0] - 1):
-        a = koffs[k]
-        if koffs[k + 1] - a != n:
-            continue
-        same = True
-        for j in range(n):
-            if buf[s + j] != kdata[a + j]:
-                same = False
-                break
-        if same:
-            return k
-    return -1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -111,7 +95,7 @@ def _plain_pairs(buf: np.ndarray, bs: int, be: int, out: np.ndarray, li: int, kd
         c = p
         while not (buf[c] == 58 and buf[c + 1] == 32):
             c += 1
-        _put(out, li, _key_slot(buf, p, c, kdata, koffs), c + 2, q)
+        _put(out, li, exact_name(buf, p, c, kdata, koffs), c + 2, q)
         if q >= be:
             break
         p = q + 2
@@ -166,7 +150,7 @@ def _pairs_regex(buf: np.ndarray, s: int, e: int, out: np.ndarray, li: int, kdat
                     x += 1
                 while y > x and buf[y - 1] == 32:
                     y -= 1
-                _put(out, li, _key_slot(buf, a, b, kdata, koffs), x, y)
+                _put(out, li, exact_name(buf, a, b, kdata, koffs), x, y)
                 p = v1
                 continue
         p += 1

@@ -167,7 +167,7 @@ def _scan_one(buf: np.ndarray, s: int, e: int, out: np.ndarray, li: int,
             while r < e and _is_word(buf[r]):
                 r += 1
             if r < e and buf[r] == 61 and (c == 114 or c == 98 or c == 115 or c == 104):
-                n = _exact_name(buf, p, r, a_data, a_offs)
+                n = exact_name(buf, p, r, a_data, a_offs)
                 if n >= 0:
                     v0 = r + 1
                     v1 = _value_end(buf, v0, e, True)
@@ -182,7 +182,7 @@ def _scan_one(buf: np.ndarray, s: int, e: int, out: np.ndarray, li: int,
 
 
 @numba.njit(cache=True, nogil=True)
-def _exact_name(buf: np.ndarray, s: int, e: int, data: np.ndarray, offs: np.ndarray) -> int:
+def exact_name(buf: np.ndarray, s: int, e: int, data: np.ndarray, offs: np.ndarray) -> int:
     """Index of the name in the table equal to buf[s:e], -1 if none."""
     n = e - s
     for k in range(offs.shape[0] - 1):
