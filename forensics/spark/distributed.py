@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from forensics.case import open_case
+from forensics.case import Case
 from forensics.errors import CaseError, ForensicsError, InputError, ParameterError
 from forensics.sources.summary import IngestSummary
 from forensics.spark.case import is_remote, local_path
@@ -298,6 +298,28 @@ def _key(uri: str) -> str:
 # -- the parse tasks (run on the executors) ------------------------------------------------------
 
 
+class EvidenceCase(Case):
+    """A task's DuckDB case: the loaders' evidence tables only, never the derived tables.
+
+    A local ingest ends by building the facts (``forensics.facts``); a task's case is read for its
+    evidence tables and thrown away, and the Spark case builds its facts from the whole case.
+    Building them in every task cost the Spark ingest of the bundled sample 190 CPU-seconds
+    instead of 69 (measured on a loaded machine).
+
+    Example:
+        >>> from forensics.sample import sample_dir
+        >>> case = EvidenceCase(":memory:")
+        >>> _ = case.ingest_gateway(sample_dir() / "gateway" / "litellm", format="litellm")
+        >>> case.has_rows("gateway_requests"), "request_chains" in case.tables()
+        (True, False)
+    """
+
+    def refresh(self, *, force: bool = False) -> bool:
+        """Nothing: the facts are the Spark case's to build."""
+        return False
+
+
+
 def _envelope(table: str, batch: pa.RecordBatch | pa.Table | None, payload: bytes | None = None) -> pa.RecordBatch:
     if payload is None:
         sink = io.BytesIO()
@@ -317,7 +339,7 @@ def parse_files(files: list[tuple[PlannedFile, Path]], opts: IngestOptions, work
     ``evidence_files.path`` the path recorded for it.
     """
     by_local = {str(p.resolve()): pf for pf, p in files} | {str(p): pf for pf, p in files}
-    case = open_case(workdir / "case.duckdb", now=opts.now)
+    case = EvidenceCase(workdir / "case.duckdb", now=opts.now)
     try:
         ordered = sorted(files, key=lambda x: x[0].order)
         gateway = [str(p) for pf, p in ordered if pf.kind == "gateway"]

@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from forensics.case import open_case
-
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -96,13 +94,15 @@ def rebuild_engine_starts(spark: SparkSession, facts: DataFrame, batches: DataFr
     schema = starts_schema
 
     def per_node(facts_t: pa.Table, batches_t: pa.Table) -> pa.Table:
+        from forensics.spark.distributed import EvidenceCase
+
         rebuild_starts = _rebuild_starts()
 
         node = (facts_t.column("node")[0].as_py() if facts_t.num_rows
                 else batches_t.column("node")[0].as_py() if batches_t.num_rows else None)
         if node is None:
             return schema.empty_table()
-        with open_case(":memory:", now=now) as case:
+        with EvidenceCase(":memory:", now=now) as case:  # no facts: only engine_starts is wanted
             case.con.register("_facts", facts_t)
             case.con.execute("INSERT INTO engine_startup_facts BY NAME SELECT * FROM _facts")  # DDL in schema_engine.sql
             case.con.unregister("_facts")
