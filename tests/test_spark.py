@@ -53,6 +53,20 @@ def spark() -> Iterator[Any]:
     stop()
 
 
+@pytest.fixture(autouse=True)
+def _jvm_alive() -> Iterator[None]:
+    """A JVM that died fails every later test with its cause in one line (not 40 py4j tracebacks)."""
+    from forensics.spark.session import jvm_gone
+
+    gone = jvm_gone()
+    if gone is not None:
+        pytest.fail(f"{gone}; it died before this test", pytrace=False)
+    yield
+    gone = jvm_gone()
+    if gone is not None:
+        pytest.fail(f"{gone}; it died during this test", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def ingested_dir(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     from forensics.spark import ingest

@@ -32,7 +32,7 @@ import sqlglot
 from forensics.case import Case, check_output, configure_connection, open_case
 from forensics.errors import CaseError, ParameterError, QueryError
 from forensics.spark.parquet_case import Manifest, case_views, read_manifest
-from forensics.spark.session import session
+from forensics.spark.session import check_alive, jvm_gone, session
 from forensics.spark.translate import Step, TranslationError, statement_steps
 from forensics.sqlfiles import load_query, queries_dir
 
@@ -129,7 +129,13 @@ def run_steps(spark: SparkSession, steps: Sequence[Step], params: dict[str, Any]
         raise QueryError("a query without a final SELECT")
     finally:
         # the returned DataFrame holds the analysed plans, not the names
-        for view in created:
+        drop_views(spark, created)
+
+
+def drop_views(spark: SparkSession, views: Iterable[str]) -> None:
+    """Drop temp views, unless the JVM is gone (the error that says so must not be replaced by a py4j one)."""
+    if jvm_gone() is None:
+        for view in views:
             spark.catalog.dropTempView(view)
 
 
@@ -283,7 +289,11 @@ class SparkCase(Case):
         """
         if params is not None and not isinstance(params, dict):
             raise QueryError("the Spark backend binds parameters by name ($name) only")
-        return self._local(self.spark_sql(query, params))
+        try:
+            return self._local(self.spark_sql(query, params))
+        except Exception:
+            check_alive()
+            raise
 
     def spark_query(self, name: str, params: dict[str, Any]) -> DataFrame:
         """Run ``queries/<name>.sql`` on Spark and keep the result distributed (a Spark DataFrame).
@@ -318,10 +328,10 @@ class SparkCase(Case):
         except Exception as exc:
             if isinstance(exc, QueryError):
                 raise
+            check_alive()  # a dead JVM is named as such, not as a failed query
             raise QueryError(f"query {name} failed on Spark: {_first_line(exc)}", where=q.source) from exc
         finally:
-            for view in views:
-                self.spark.catalog.dropTempView(view)
+            drop_views(self.spark, views)
 
     def run_query(self, name: str, params: dict[str, Any]) -> duckdb.DuckDBPyRelation:
         """Run ``queries/<name>.sql`` on Spark; its result as a DuckDB relation (collected).
@@ -367,8 +377,9 @@ class SparkCase(Case):
 
     def close(self) -> None:
         """Drop the case's cached views and its in-process result store (the session stays)."""
-        for name in getattr(self, "_views", []):
-            self.spark.sql(f"UNCACHE TABLE IF EXISTS `{name}`")
+        if jvm_gone() is None:
+            for name in getattr(self, "_views", []):
+                self.spark.sql(f"UNCACHE TABLE IF EXISTS `{name}`")
         self.con.close()
 
     def __repr__(self) -> str:

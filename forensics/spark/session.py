@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,11 @@ def _require_pyspark() -> None:
 
 
 _SESSION: SparkSession | None = None
+#: the driver memory the toolkit asked for (local sessions), for the message when the JVM dies
+_DRIVER_MEMORY: str | None = None
+
+#: Spark's exit code for a java.lang.OutOfMemoryError (``SparkExitCode.OOM``)
+SPARK_EXIT_OOM = 52
 
 
 def session(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
@@ -97,6 +103,8 @@ def session(master: str | None = None, conf: dict[str, str] | None = None) -> Sp
         settings.setdefault("spark.sql.shuffle.partitions", "8")
         settings.setdefault("spark.ui.enabled", "false")
         settings.setdefault("spark.driver.memory", os.environ.get("FORENSICS_SPARK_DRIVER_MEMORY", "2g"))
+    global _DRIVER_MEMORY
+    _DRIVER_MEMORY = settings.get("spark.driver.memory")
     for key, value in settings.items():
         builder = builder.config(key, value)
     try:
@@ -107,6 +115,55 @@ def session(master: str | None = None, conf: dict[str, str] | None = None) -> Sp
     spark.sparkContext.setLogLevel(os.environ.get("FORENSICS_SPARK_LOG_LEVEL", "FATAL"))
     _SESSION = spark
     return spark
+
+
+def jvm_gone() -> str | None:
+    """None while the session's JVM runs (or none was started here); else what ended it, one sentence.
+
+    In local mode the driver JVM is the whole of Spark: once it is gone every call fails with a
+    py4j error ("Answer from Java side is empty", "Connection refused") that names no cause. The
+    exit status does.
+    """
+    proc = getattr(getattr(_SESSION.sparkContext, "_gateway", None), "proc", None) if _SESSION else None
+    if proc is None:  # no session, or one this process did not launch (spark-submit, a notebook's)
+        return None
+    code = proc.poll()
+    return None if code is None else describe_exit(int(proc.pid), code, _DRIVER_MEMORY)
+
+
+def describe_exit(pid: int, code: int, driver_memory: str | None = None) -> str:
+    """What an exit status of the Spark JVM means, and what to do about it.
+
+    Example:
+        >>> print(describe_exit(4242, 52, "2g"))  # doctest: +ELLIPSIS
+        the Spark JVM (pid 4242) exited with code 52: Spark stops it on java.lang.OutOfMemoryError; give ...
+        >>> print(describe_exit(4242, -9))
+        the Spark JVM (pid 4242) was killed by SIGKILL: the kernel's out-of-memory killer (see dmesg) or a 'kill -9' from outside
+    """
+    head = f"the Spark JVM (pid {pid})"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        why = {"SIGKILL": "the kernel's out-of-memory killer (see dmesg) or a 'kill -9' from outside",
+               "SIGTERM": "a 'kill' or 'pkill' from outside this process"}.get(name, "a signal from outside")
+        return f"{head} was killed by {name}: {why}"
+    if code == SPARK_EXIT_OOM:
+        heap = f" ({driver_memory} now)" if driver_memory else ""
+        return (f"{head} exited with code 52: Spark stops it on java.lang.OutOfMemoryError; give the driver "
+                f"more memory{heap}: FORENSICS_SPARK_DRIVER_MEMORY=4g or spark.driver.memory")
+    if code == 0:
+        return f"{head} exited with code 0: it stops when its standard input (a pipe from this process) closes"
+    return (f"{head} exited with code {code}: a crash of the JVM itself writes hs_err_pid{pid}.log in "
+            "its working directory")
+
+
+def check_alive() -> None:
+    """Raise :class:`SparkUnavailableError` naming the cause when the session's JVM is gone."""
+    gone = jvm_gone()
+    if gone is not None:
+        raise SparkUnavailableError(gone, hint="start a new process: its JVM is lost with every cached table")
 
 
 def stop() -> None:
