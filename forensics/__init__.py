@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 from forensics.analysis import (
     affected_requests,
     affected_tenants,
+    ambiguous_matches,
     coverage,
     evidence_gaps,
     exposure_windows,
@@ -49,6 +50,7 @@ __all__ = [
     "__version__",
     "affected_requests",
     "affected_tenants",
+    "ambiguous_matches",
     "coverage",
     "evidence_gaps",
     "exposure_windows",

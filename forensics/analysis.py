@@ -43,6 +43,7 @@ __all__ = [
     "DEFAULT_WINDOW_S",
     "affected_requests",
     "affected_tenants",
+    "ambiguous_matches",
     "coverage",
     "evidence_gaps",
     "exposure_windows",
@@ -207,6 +208,29 @@ def request_chain(
     """
     _check_range(start, end)
     return _run(case, "request_chain", start=start, end=end, node=node, request_id=request_id)
+
+
+def ambiguous_matches(
+    case: CaseLike,
+    *,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    node: str | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """Gateway records with several equally good engine chains, and chains several records claim.
+
+    One row per (record, candidate chain): ``ambiguity`` (``several_chains`` / ``several_records``),
+    ``chosen`` (the rule's pick), ``taken_by`` (the record the chain went to), ``dt_s``, ``reason``
+    and the evidence. The requests that rest on such a pick are flagged ``ambiguous_match`` in
+    :func:`affected_requests`. ``start`` / ``end``: the records' time; ``node``: the chains'.
+
+    Example:
+        >>> from forensics.sample import sample_case
+        >>> len(ambiguous_matches(sample_case()).df())   # the sample's engine lines carry the ids
+        0
+    """
+    _check_range(start, end)
+    return _run(case, "ambiguous_matches", start=start, end=end, node=node)
 
 
 def affected_requests(

@@ -624,6 +624,7 @@ ANALYSIS_COMMANDS: dict[str, str] = {
     "audit": "pool_audit",
     "windows": "exposure_windows",
     "chain": "request_chain",
+    "ambiguous": "ambiguous_matches",
     "affected": "affected_requests",
     "tenants": "affected_tenants",
     "sources": "leak_sources",

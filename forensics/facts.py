@@ -46,6 +46,7 @@ FACTS: tuple[str, ...] = (
     "chain_evidence",
     "gateway_top",
     "record_evidence",
+    "match_candidates",
     "chain_matches",
     "request_keys",
     "requests",
@@ -60,6 +61,7 @@ SOURCES: tuple[str, ...] = (
     "engine_rejections",
     "engine_events",
     "engine_other_lines",
+    "router_requests",
 )
 
 _KEY = "facts_built_from"

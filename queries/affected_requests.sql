@@ -28,6 +28,9 @@
 --   limit. Placeholder rejections on nodes that were not exposed (the 6-token scheduler margin) are
 --   surfaced by pool_audit and post_fix_check, not here.
 -- One row per request: the gateway record reporting it (the outermost layer's) and its chain.
+-- ambiguous_match: that record and chain were paired by a pick among equally good candidates (or
+--   the record matched nothing because an equally good chain went to another record): its tenant
+--   may be the wrong one; the candidates are listed by ambiguous_matches.
 -- evidence: 'gateway=FILE:LINE; rejection=FILE:LINE; prefill=FILE:LINE[,FILE:LINE]; decode=...'
 --   (received and finished lines), file names relative to the common directory of the evidence;
 --   the same lines as (file_id, line_no) columns: gateway_*, rejection_*, prefill_received_*,
@@ -149,7 +152,8 @@ SELECT
             CASE WHEN a.in_derived_window THEN 'in_fleet_window' ELSE 'in_given_window' END END,
         CASE WHEN a.file_id IS NOT NULL THEN 'status_2xx' ELSE 'no_gateway_record_decode_ok' END,
         CASE WHEN COALESCE(a.streamed, a.engine_stream) THEN 'streamed' END,
-        CASE WHEN a.file_id IS NOT NULL AND a.chain_id IS NOT NULL THEN 'match_' || a.match_method END
+        CASE WHEN a.file_id IS NOT NULL AND a.chain_id IS NOT NULL THEN 'match_' || a.match_method END,
+        CASE WHEN a.match_ambiguous THEN 'ambiguous_match' END
     ) AS reasons,
     a.evidence,
     -- the decode leg (what leak_sources starts from): its rid, start time and Receive line
@@ -168,6 +172,8 @@ SELECT
     a.prefill_finished_file_id,
     a.prefill_finished_line_no,
     a.decode_finished_file_id,
-    a.decode_finished_line_no
+    a.decode_finished_line_no,
+    -- the tenant named rests on a gateway-engine match that was not certain (ambiguous_matches)
+    a.match_ambiguous AS ambiguous_match
 FROM affected a
 ORDER BY CASE a.confidence WHEN 'confirmed' THEN 0 ELSE 1 END, a.ts, a.request_id, evidence

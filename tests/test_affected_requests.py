@@ -80,8 +80,9 @@ def test_columns_and_order(synth: Synth) -> None:
     synth.pd_request("early", t(20), tokens=700_000, rejected=True)
     df = forensics.affected_requests(synth.case).df()
     # the CSV contract's columns first; the relation also names the decode leg (leak_sources reads it)
+    # and whether the tenant rests on an ambiguous match
     assert list(df.columns) == [*CONTRACT, "decode_rid", "decode_start_ts", "decode_received_file_id",
-                                "decode_received_line_no", *EVIDENCE_REFS]
+                                "decode_received_line_no", *EVIDENCE_REFS, "ambiguous_match"]
     # confirmed first (by time), then suspected: never interleaved
     assert list(df.request_id) == ["ray-early", "ray-late", "ray-sus"]
     assert list(df.confidence) == ["confirmed", "confirmed", "suspected"]

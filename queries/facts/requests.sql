@@ -4,14 +4,14 @@
 --
 -- The rows a responder thinks in (request_keys): every chain with the gateway record that matched
 -- it (match_method engine_only when none did), and every gateway record that matched no chain
--- (match_method none). The columns of the gateway record
+-- (match_method none); match_ambiguous when that pairing rests on an ambiguous match. The columns of the gateway record
 -- (gateway_tokens is its prompt_tokens, gateway_header_request_id its header id) and of the chain
 -- (request_chains; engine_header_request_id the x-request-id the engine logged); header_request_id
 -- is the gateway's, else the engine's; ts the gateway's start, else the engine's.
 -- evidence: the record's and the chain's evidence text ('gateway=FILE:LINE; rejection=...').
 -- A view: a question about a few requests selects them by key (WHERE chain_id IN (...) or
 -- record_id IN (...)): only those rows are then joined and their text built.
-SELECT r.record_id, g.file_id, g.line_no, r.chain_id, r.match_method, r.match_confidence,
+SELECT r.record_id, g.file_id, g.line_no, r.chain_id, r.match_method, r.match_confidence, r.match_ambiguous,
        g.request_id, g.header_request_id AS gateway_header_request_id,
        COALESCE(g.header_request_id, c.header_request_id) AS header_request_id,
        g.tenant_id, g.model, g.layer, g.layer_rank, g.ts_start, g.ts_end, g.status, g.streamed,
