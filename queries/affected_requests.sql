@@ -15,7 +15,7 @@
 -- requests view whose chain or record may be affected.
 -- confirmed: the prefill leg took the placeholder path (a scheduler input_length rejection line for
 --   its rid, or prefill prompt_tokens = 1 while the decode leg saw the full prompt) on a node inside
---   an exposed period (start_periods verdict 'exposed'), and the client got a 2xx with no in-band
+--   an exposed period of the pod that ran it (start_periods verdict 'exposed'), and the client got a 2xx with no in-band
 --   error and no KV transfer failure. Without a gateway record (engine-only case) the decode leg
 --   must have finished normally (status is then NULL).
 -- suspected: a 2xx gateway record (no in-band error) with no engine evidence either way (no chain,
@@ -37,7 +37,7 @@
 --   prefill_finished_*, decode_received_*, decode_finished_* (NULL where the chain has no such line).
 WITH
 exposed AS (
-    SELECT node, period_start, period_end, period_open, admission_limit
+    SELECT node, pod, period_start, period_end, period_open, admission_limit
     FROM start_periods
     WHERE verdict = 'exposed'
 ),
@@ -78,7 +78,7 @@ with_periods AS (
            pe.admission_limit AS prefill_limit
     FROM candidates c
     LEFT JOIN exposed pe
-      ON pe.node = c.prefill_node
+      ON pe.node = c.prefill_node AND pe.pod = c.prefill_pod
      AND COALESCE(c.rejection_ts, c.prefill_ts) >= pe.period_start
      AND (COALESCE(c.rejection_ts, c.prefill_ts) < pe.period_end
           OR (pe.period_open AND COALESCE(c.rejection_ts, c.prefill_ts) <= pe.period_end))

@@ -6,60 +6,69 @@
 -- columns: scope, node, role, window_start, window_end, window_open, admission_limit, context_len
 -- columns: max_total_num_tokens, n_starts, n_rejections, first_rejection_seen, last_rejection_seen, source
 --
--- scope = 'node': consecutive exposed starts of one node with the same admission limit merged into
--- one window [window_start, window_end): from the first exposed start to the node's next start that
--- is not exposed (or its last log line, window_open = true).
+-- scope = 'node': a node's exposed start periods with the same admission limit that overlap or
+-- follow each other without a gap (a restart with the same configuration, a restarted pod, or
+-- concurrent replicas of one logical node: start_periods, one series per pod) merged into one
+-- window [window_start, window_end): from the first exposed start to the end of the last merged
+-- period (the next start that is not exposed, or its pod's last log line, window_open = true).
+-- A healthy start between two exposed ones (or another limit) makes two windows; a healthy pod
+-- running beside an exposed one never ends the exposed one's window.
 -- scope = 'fleet': the hull of all node windows (window_start = earliest, window_end = latest), its
 -- admission limit = the smallest of the exposed starts; source says whether it came from the logs,
 -- from the given $start/$end/$limit_tokens, or both.
 -- n_rejections / first_rejection_seen / last_rejection_seen: the scheduler input_length rejections
--- (over-limit prompts that took the placeholder path) actually logged on the node inside the window.
+-- (over-limit prompts that took the placeholder path) logged inside the window by a pod while it
+-- ran one of the window's exposed periods.
 WITH
-marked AS (
+exposed AS (
     SELECT j.*,
-           CASE WHEN j.verdict = 'exposed'
-                 AND LAG(j.verdict) OVER w = 'exposed'
-                 AND LAG(j.admission_limit) OVER w = j.admission_limit
-                THEN 0 ELSE 1 END AS new_island
+           -- the latest end of the node's earlier exposed periods with this limit
+           max(j.period_end) OVER (PARTITION BY j.node, j.admission_limit
+                                   ORDER BY j.period_start, j.start_seq, j.pod
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS earlier_end
     FROM start_periods j
-    WINDOW w AS (PARTITION BY j.node ORDER BY j.ts_start, j.start_seq)
+    WHERE j.verdict = 'exposed'
 ),
 islands AS (
-    SELECT m.*,
-           SUM(m.new_island) OVER (PARTITION BY m.node ORDER BY m.ts_start, m.start_seq
-                                   ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS island
-    FROM marked m
+    SELECT e.*,
+           SUM(CASE WHEN e.earlier_end IS NOT NULL AND e.period_start <= e.earlier_end THEN 0 ELSE 1 END)
+               OVER (PARTITION BY e.node, e.admission_limit ORDER BY e.period_start, e.start_seq, e.pod
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS island
+    FROM exposed e
 ),
 node_windows AS (
-    SELECT node,
+    SELECT node, admission_limit, island,
            min(role) AS role,
            min(ts_start) AS window_start,
            max(period_end) AS window_end,
-           -- the last merged start decides whether the window is still open
+           -- an open merged period leaves the window open
            max(CASE WHEN period_open THEN 1 ELSE 0 END) = 1 AS window_open,
-           min(admission_limit) AS admission_limit,
            min(context_len) AS context_len,
            min(max_total_num_tokens) AS max_total_num_tokens,
-           count(*) AS n_starts,
-           min(start_seq) AS first_start_seq
+           count(*) AS n_starts
     FROM islands
-    WHERE verdict = 'exposed'
-    GROUP BY node, island
+    GROUP BY node, admission_limit, island
+),
+window_rejections AS (
+    SELECT e.node, e.admission_limit, e.island,
+           count(r.ts) AS n_rejections, min(r.ts) AS first_rejection_seen, max(r.ts) AS last_rejection_seen
+    FROM islands e
+    JOIN engine_rejections r
+      ON r.node = e.node AND r.pod = e.pod AND r.kind = 'input_length'
+     AND r.ts >= e.period_start
+     AND (r.ts < e.period_end OR (e.period_open AND r.ts <= e.period_end))
+    GROUP BY e.node, e.admission_limit, e.island
 ),
 node_rows AS (
     SELECT 'node' AS scope, w.node, w.role, w.window_start, w.window_end, w.window_open,
            w.admission_limit, w.context_len, w.max_total_num_tokens, w.n_starts,
-           count(r.ts) AS n_rejections,
-           min(r.ts) AS first_rejection_seen,
-           max(r.ts) AS last_rejection_seen,
+           COALESCE(r.n_rejections, 0) AS n_rejections,
+           r.first_rejection_seen,
+           r.last_rejection_seen,
            'logs' AS source
     FROM node_windows w
-    LEFT JOIN engine_rejections r
-      ON r.node = w.node AND r.kind = 'input_length'
-     AND r.ts >= w.window_start
-     AND (r.ts < w.window_end OR (w.window_open AND r.ts <= w.window_end))
-    GROUP BY w.node, w.role, w.window_start, w.window_end, w.window_open,
-             w.admission_limit, w.context_len, w.max_total_num_tokens, w.n_starts
+    LEFT JOIN window_rejections r
+      ON r.node = w.node AND r.admission_limit = w.admission_limit AND r.island = w.island
 ),
 fleet AS (
     SELECT 'fleet' AS scope,

@@ -22,12 +22,13 @@ scope AS (
 ),
 unknowns AS (
     SELECT node, start_seq,
-           CASE WHEN NOT start_logged THEN node || ' (no startup lines)'
+           CASE WHEN NOT start_logged
+                THEN node || CASE WHEN pod <> node THEN ' pod ' || pod ELSE '' END || ' (no startup lines)'
                 ELSE node || ' #' || CAST(start_seq AS VARCHAR) || ' (no '
                      || CASE WHEN max_total_num_tokens IS NULL AND context_len IS NULL THEN 'pool / context length'
                              WHEN max_total_num_tokens IS NULL THEN 'pool'
                              ELSE 'context length' END || ')' END AS label,
-           ROW_NUMBER() OVER (ORDER BY node, start_seq) AS rn
+           ROW_NUMBER() OVER (ORDER BY node, start_seq, pod) AS rn
     FROM scope
     WHERE verdict = 'unknown'
 ),

@@ -5,9 +5,12 @@
 -- columns: verdict, n_scheduler_rejections, first_rejection, last_rejection, kv_pool_warning
 -- columns: kv_checksum_enabled, allow_auto_truncate, notes, evidence
 --
--- One row per engine start period (start_periods). The period a start was in force runs from its ts_start
--- to the node's next ts_start (period_open = false), or to the node's last log line of any kind
--- (period_open = true: nothing later was logged, the node may still run this configuration).
+-- One row per engine start period (start_periods), per node and pod (the process: each pod is its
+-- own start series). The period a start was in force runs from its ts_start to its pod's next
+-- start, or to the first start of another pod of the node after the pod's last line (a restart as
+-- a new pod; period_open = false), or to the pod's last log line of any kind (period_open = true:
+-- nothing later was logged, the pod may still run this configuration). Scheduler rejections count
+-- in the period of their own pod.
 --
 -- admission_limit = min(context_len - 1, max_total_num_tokens - 1) - 5 (SGLang's max_req_input_len);
 -- the scheduler rejects input_tokens >= admission_limit. The front end only refuses prompts of
@@ -26,18 +29,19 @@
 --            its first line, its scheduler rejections counted).
 WITH
 rej AS (
-    SELECT j.node, j.start_seq,
+    SELECT j.node, j.pod, j.start_seq,
            count(*) AS n_rejections,
            min(r.ts) AS first_rejection,
            max(r.ts) AS last_rejection
     FROM start_periods j
     JOIN engine_rejections r
-      ON r.node = j.node AND r.kind = 'input_length'
+      ON r.node = j.node AND r.pod = j.pod AND r.kind = 'input_length'
      AND r.ts >= j.ts_start AND (j.next_start IS NULL OR r.ts < j.next_start)
-    GROUP BY j.node, j.start_seq
+    GROUP BY j.node, j.pod, j.start_seq
 )
 SELECT
     j.node,
+    j.pod,
     j.start_seq,
     j.role,
     j.ts_start,
@@ -84,7 +88,7 @@ SELECT
          THEN COALESCE(ef.rel, 'file' || CAST(j.file_id AS VARCHAR)) || ':' || CAST(j.line_no AS VARCHAR)
          ELSE 'no startup lines' END AS evidence
 FROM start_periods j
-LEFT JOIN rej r ON r.node = j.node AND r.start_seq = j.start_seq
+LEFT JOIN rej r ON r.node = j.node AND r.pod = j.pod AND r.start_seq = j.start_seq
 LEFT JOIN evidence_paths ef ON ef.file_id = j.file_id
 WHERE $node IS NULL OR j.node = $node
-ORDER BY j.node, j.ts_start, j.start_seq
+ORDER BY j.node, j.ts_start, j.start_seq, j.pod

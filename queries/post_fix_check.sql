@@ -3,8 +3,11 @@
 -- columns: check, node, result, n, first_ts, last_ts, detail
 --
 -- One row per check (and node), result pass | fail | warn | info:
---   node_config               per node, its latest start: fail while still exposed (pool < context
---                             on a prefill-capable node), else pass; detail says when it was fixed
+--   node_config               per node and pod still running (each pod's latest start, unless a
+--                             new pod of the node started after its last line: start_periods):
+--                             fail while still exposed (pool < context on a prefill-capable node),
+--                             warn when unknown, else pass; detail says when the node was fixed
+--                             (the end of its last exposed period, once none is open)
 --   placeholder_after_fix     per node that was exposed and restarted: scheduler input_length
 --                             rejections (the placeholder path) logged after its fixing restart;
 --                             fail if any of them answered 2xx (gateway) or finished a decode
@@ -18,21 +21,28 @@
 --                             / --kv-canary where supported)
 WITH
 latest AS (
-    SELECT j.* FROM start_periods j WHERE j.next_start IS NULL
-),
-last_exposed AS (
-    SELECT node, max(ts_start) AS ts_start, min(admission_limit) AS old_limit
-    FROM start_periods WHERE verdict = 'exposed' GROUP BY node
+    -- each pod's period still in force, and the first start of another pod of the node after it (a
+    -- rolling update's new pod starts before the old one's last line: the old one stays open)
+    SELECT j.*, n.newer_pod_start
+    FROM start_periods j
+    LEFT JOIN (SELECT a.node, a.pod, a.start_seq, min(o.ts_start) AS newer_pod_start
+               FROM start_periods a
+               JOIN start_periods o ON o.node = a.node AND o.pod <> a.pod AND o.ts_start > a.ts_start
+               GROUP BY a.node, a.pod, a.start_seq) n
+      ON n.node = j.node AND n.pod = j.pod AND n.start_seq = j.start_seq
+    WHERE j.next_start IS NULL
 ),
 fixes AS (
-    -- the first start after a node's last exposed start: its fixing restart
-    SELECT l.node, l.old_limit, min(j.ts_start) AS fixed_at
-    FROM last_exposed l
-    JOIN start_periods j ON j.node = l.node AND j.ts_start > l.ts_start
-    GROUP BY l.node, l.old_limit
+    -- a node is fixed once none of its exposed periods is still open (of any of its pods): at the
+    -- end of the last one, i.e. the start that replaced it (a restart, or a new pod of the node)
+    SELECT node, min(admission_limit) AS old_limit, max(period_end) AS fixed_at
+    FROM start_periods
+    WHERE verdict = 'exposed'
+    GROUP BY node
+    HAVING max(CASE WHEN period_open THEN 1 ELSE 0 END) = 0
 ),
 rej AS (
-    SELECT r.node, r.rid, r.ts, r.input_tokens FROM engine_rejections r
+    SELECT r.node, r.pod, r.rid, r.ts, r.input_tokens FROM engine_rejections r
     WHERE r.kind = 'input_length'
 ),
 rej_rooms AS (
@@ -76,13 +86,19 @@ checks AS (
     SELECT 1 AS ord, 'node_config' AS "check", l.node,
            CASE WHEN l.verdict = 'exposed' THEN 'fail' WHEN l.verdict = 'unknown' THEN 'warn' ELSE 'pass' END AS result,
            CAST(NULL AS BIGINT) AS n, l.ts_start AS first_ts, l.period_end AS last_ts,
-           'latest start #' || CAST(l.start_seq AS VARCHAR) || ' (' || COALESCE(l.role, 'role unknown')
+           'latest start #' || CAST(l.start_seq AS VARCHAR)
+               || CASE WHEN l.pod <> l.node THEN ' of pod ' || l.pod ELSE '' END
+               || ' (' || COALESCE(l.role, 'role unknown')
                || '): pool ' || COALESCE(CAST(l.max_total_num_tokens AS VARCHAR), '?')
                || ', context ' || COALESCE(CAST(l.context_len AS VARCHAR), '?')
                || ', admission limit ' || COALESCE(CAST(l.admission_limit AS VARCHAR), '?')
                || CASE WHEN f.fixed_at IS NOT NULL AND l.verdict <> 'exposed'
                        THEN '; exposed until the restart at ' || CAST(f.fixed_at AS VARCHAR) ELSE '' END
                || CASE WHEN l.verdict = 'exposed' THEN '; STILL EXPOSED: lower the context length or enlarge the pool' ELSE '' END
+               || CASE WHEN l.verdict <> 'ok' AND l.newer_pod_start IS NOT NULL
+                       THEN '; a newer pod of the node started at ' || CAST(l.newer_pod_start AS VARCHAR)
+                            || ' and this pod''s last line is at ' || CAST(l.period_end AS VARCHAR)
+                            || ': if it stopped there, it no longer runs this configuration' ELSE '' END
                AS detail
     FROM latest l LEFT JOIN fixes f ON f.node = l.node
     UNION ALL
@@ -101,7 +117,8 @@ checks AS (
            CAST(count(*) AS VARCHAR) || ' placeholder-path rejection(s) while the node was not exposed'
                || ' (prompts within the scheduler margin below context_len)'
     FROM start_periods j
-    JOIN rej r ON r.node = j.node AND r.ts >= j.ts_start AND (j.next_start IS NULL OR r.ts < j.next_start)
+    JOIN rej r ON r.node = j.node AND r.pod = j.pod
+     AND r.ts >= j.ts_start AND (j.next_start IS NULL OR r.ts < j.next_start)
     WHERE j.verdict = 'ok'
     GROUP BY j.node
     UNION ALL
@@ -135,4 +152,4 @@ checks AS (
 SELECT "check", node, result, n, first_ts, last_ts, detail
 FROM checks
 WHERE $node IS NULL OR node IS NULL OR node = $node
-ORDER BY ord, node
+ORDER BY ord, node, first_ts, detail

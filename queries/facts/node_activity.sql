@@ -1,21 +1,23 @@
--- node_activity: per engine node, its first and last line of any kind, and how many lines of each kind were loaded for it.
+-- node_activity: per engine node and pod, its first and last line of any kind, and how many lines of each kind were loaded for it.
 -- reads: engine_requests, engine_batches, engine_rejections, engine_events, engine_http, engine_other_lines, engine_starts
 -- stored as: table
 --
--- The last line ends a node's open (last) start period (node_last_seen, start_periods); the first
--- line tells whether the node ran before its first logged start (the logs then do not show the
--- configuration of that time). Kept as a table: finding them reads every engine table.
+-- The pod (the process: a Kubernetes pod, host/unit; = the node when the logs name none) is the unit
+-- of a start series: its last line ends its open (last) start period (start_periods), and a pod with
+-- lines but no start gets a period of its own. The first line tells whether the pod ran before its
+-- first logged start (the logs then do not show the configuration of that time). node_last_seen is
+-- the node's last line over its pods. Kept as a table: finding them reads every engine table.
 WITH
 lines AS (
-    SELECT node, min(ts) AS first_ts, max(ts) AS last_ts, count(*) AS n, 'requests' AS what FROM engine_requests GROUP BY node
-    UNION ALL SELECT node, min(ts), max(ts), count(*), 'batches' FROM engine_batches GROUP BY node
-    UNION ALL SELECT node, min(ts), max(ts), count(*), 'rejections' FROM engine_rejections GROUP BY node
-    UNION ALL SELECT node, min(ts), max(ts), count(*), 'events' FROM engine_events GROUP BY node
-    UNION ALL SELECT node, min(ts), max(ts), count(*), 'http' FROM engine_http GROUP BY node
-    UNION ALL SELECT node, min(ts), max(ts), count(*), 'other' FROM engine_other_lines GROUP BY node
-    UNION ALL SELECT node, min(ts_start), max(COALESCE(ts_ready, ts_start)), count(*), 'starts' FROM engine_starts GROUP BY node
+    SELECT node, pod, min(ts) AS first_ts, max(ts) AS last_ts, count(*) AS n, 'requests' AS what FROM engine_requests GROUP BY node, pod
+    UNION ALL SELECT node, pod, min(ts), max(ts), count(*), 'batches' FROM engine_batches GROUP BY node, pod
+    UNION ALL SELECT node, pod, min(ts), max(ts), count(*), 'rejections' FROM engine_rejections GROUP BY node, pod
+    UNION ALL SELECT node, pod, min(ts), max(ts), count(*), 'events' FROM engine_events GROUP BY node, pod
+    UNION ALL SELECT node, pod, min(ts), max(ts), count(*), 'http' FROM engine_http GROUP BY node, pod
+    UNION ALL SELECT node, pod, min(ts), max(ts), count(*), 'other' FROM engine_other_lines GROUP BY node, pod
+    UNION ALL SELECT node, pod, min(ts_start), max(COALESCE(ts_ready, ts_start)), count(*), 'starts' FROM engine_starts GROUP BY node, pod
 )
-SELECT node,
+SELECT node, pod,
        min(first_ts) AS first_ts,
        max(last_ts) AS last_ts,
        CAST(sum(CASE WHEN what = 'requests' THEN n ELSE 0 END) AS BIGINT) AS n_request_records,
@@ -26,4 +28,4 @@ SELECT node,
        CAST(sum(CASE WHEN what = 'other' THEN n ELSE 0 END) AS BIGINT) AS n_other_lines,
        CAST(sum(CASE WHEN what = 'starts' THEN n ELSE 0 END) AS BIGINT) AS n_starts
 FROM lines
-GROUP BY node
+GROUP BY node, pod

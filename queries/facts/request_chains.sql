@@ -41,11 +41,11 @@ chains AS (
            COALESCE(p.bootstrap_room, d.bootstrap_room) AS bootstrap_room,
            COALESCE(p.bootstrap_host, d.bootstrap_host) AS bootstrap_host,
            COALESCE(d.header_request_id, p.header_request_id) AS header_request_id,
-           p.node AS prefill_node, p.rid AS prefill_rid, p.tokens AS prefill_tokens,
+           p.node AS prefill_node, p.pod AS prefill_pod, p.rid AS prefill_rid, p.tokens AS prefill_tokens,
            p.ts_first AS prefill_ts, p.finish_type AS prefill_finish_type,
            p.received_file_id AS prefill_received_file_id, p.received_line_no AS prefill_received_line_no,
            p.finished_file_id AS prefill_finished_file_id, p.finished_line_no AS prefill_finished_line_no,
-           d.node AS decode_node, d.rid AS decode_rid, d.tokens AS decode_tokens,
+           d.node AS decode_node, d.pod AS decode_pod, d.rid AS decode_rid, d.tokens AS decode_tokens,
            CASE WHEN d.received_inferred AND p.ts_received > d.ts_first THEN p.ts_received
                 ELSE d.ts_first END AS decode_start_ts,
            d.ts_finished AS decode_finished_ts, d.finished_inferred AS decode_finished_inferred,

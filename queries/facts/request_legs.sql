@@ -6,6 +6,7 @@
 -- records, time stats. Health checks are never legs: the loader flags them (is_health_check: rid
 -- HEALTH_CHECK..., bootstrap_room 0 or bootstrap_host 2.2.2.2) and this is the only place that reads
 -- the flag (a row without the flag, NULL, is judged by the same rule here). Records without a rid belong to no leg.
+--   pod           the process that logged it (the start series whose period it falls in)
 --   role          the node's role (engine_starts), else the type its time stats name, else 'unknown'
 --   tokens        prompt tokens of the Finish (or metrics) record, else the time-stats input_len
 --   ts_received   the first Receive record; ts_finished the first Finish or metrics record
@@ -24,7 +25,7 @@ node_roles AS (
                WHERE kind = 'time_stats' GROUP BY node) t ON t.node = n.node
 ),
 leg_records AS (
-    SELECT e.node, e.rid, e.kind, e.ts, e.ts_inferred, e.bootstrap_room, e.bootstrap_host,
+    SELECT e.node, e.pod, e.rid, e.kind, e.ts, e.ts_inferred, e.bootstrap_room, e.bootstrap_host,
            e.header_request_id, e.stream, e.prompt_tokens, e.input_len, e.finish_type,
            -- (file, line) packed into one number so min() picks one line, deterministically
            CAST(e.file_id AS BIGINT) * 10000000000 + e.line_no AS ref,
@@ -39,6 +40,7 @@ leg_records AS (
 legs AS (
     SELECT r.node, r.rid,
            min(r.ref) AS leg_id,
+           min(r.pod) AS pod,
            min(r.ts) AS ts_first,
            min(CASE WHEN r.kind = 'received' THEN r.ts END) AS ts_received,
            max(CASE WHEN r.kind = 'received' AND r.ts_inferred THEN 1 ELSE 0 END) = 1 AS received_inferred,
@@ -68,6 +70,7 @@ aborts AS (
 SELECT
     l.leg_id,
     l.node,
+    l.pod,
     l.rid,
     nr.role,
     l.bootstrap_room,
