@@ -8,7 +8,7 @@
 -- more columns: decode_rid, decode_start_ts, decode_received_file_id, decode_received_line_no
 -- more columns: gateway_file_id, gateway_line_no, rejection_file_id, rejection_line_no
 -- more columns: prefill_received_file_id, prefill_received_line_no, prefill_finished_file_id
--- more columns: prefill_finished_line_no, decode_finished_file_id, decode_finished_line_no
+-- more columns: prefill_finished_line_no, decode_finished_file_id, decode_finished_line_no, ambiguous_match
 --
 -- The judgement only: the requests, their legs, the gateway record that reported each and the
 -- evidence text are derived tables and views (queries/facts/); the candidates are the rows of the

@@ -2,6 +2,9 @@
 -- param $start TIMESTAMP: only records at or after this UTC time (NULL: no bound)
 -- param $end TIMESTAMP: only records before this UTC time (NULL: no bound)
 -- param $node VARCHAR: only candidates whose prefill or decode leg ran on this node (NULL: all)
+-- columns: record_id, request_id, header_request_id, tenant_id, layer, ts, status, gateway_tokens
+-- columns: match_method, match_confidence, ambiguity, chain_id, chosen, taken_by, dt_s, n_equal, n_claims
+-- columns: ts_engine, engine_tokens, prefill_node, prefill_rid, decode_node, decode_rid, reason, evidence
 --
 -- The matching rule and what "equally good" means are in queries/facts/match_candidates.sql (and
 -- docs/queries.md): the same tier and keys (id priority; token agreement), distances in time less

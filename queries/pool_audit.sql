@@ -1,6 +1,6 @@
 -- pool_audit: every node start with its KV pool, context length, admission limit and verdict.
 -- param $node VARCHAR: only this node (NULL: all)
--- columns: node, start_seq, role, ts_start, ts_ready, period_start, period_end, period_open, context_len
+-- columns: node, pod, start_seq, role, ts_start, ts_ready, period_start, period_end, period_open, context_len
 -- columns: max_total_num_tokens, kv_cache_tokens, pool_minus_context, admission_limit, rejected_band_tokens
 -- columns: verdict, n_scheduler_rejections, first_rejection, last_rejection, kv_pool_warning
 -- columns: kv_checksum_enabled, allow_auto_truncate, notes, evidence
