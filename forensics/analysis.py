@@ -216,7 +216,7 @@ def ambiguous_matches(
     start: dt.datetime | None = None,
     end: dt.datetime | None = None,
     node: str | None = None,
-) -> duckdb.DuckDBPyRelation:
+) -> Relation:
     """Gateway records with several equally good engine chains, and chains several records claim.
 
     One row per (record, candidate chain): ``ambiguity`` (``several_chains`` / ``several_records``),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -128,7 +129,10 @@ def test_ctrl_c_stops_with_one_line_and_the_re_run_finishes(tmp_path: Path, wher
     cmd = [sys.executable, "-m", "forensics", "ingest", str(db), "--gateway", str(SAMPLE / "gateway"),
            "--engine", str(SAMPLE / "engine"), "--engine-tz", "Asia/Singapore", "--quiet"]
     env = {**os.environ, "FORENSICS_CRASH_AT": where, "FORENSICS_CRASH_SIGNAL": "INT"}
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
+    # SIGINT's default disposition for the child: a test runner's worker may ignore SIGINT, and an
+    # ignored SIGINT is inherited, so Python would never raise KeyboardInterrupt (exit 0 seen once)
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, check=False,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert p.returncode == 130, p.stderr
     last = p.stderr.strip().splitlines()[-1]
     assert last.startswith("interrupted:") and "Traceback" not in p.stderr, p.stderr
