@@ -159,6 +159,11 @@ CASES: list[tuple[str, list[Any], dict[str, str]]] = [
     ("two layers' records of one request share no id but match its chain: the outermost layer's reports it",
      [F, Request("x", 10, 700_000, rejected=True, tenant="A"), Gateway("d-x", 10, sec=1, layer="proxy", tenant="B")],
      {"ray-x": "confirmed"}),
+    ("two layers logged one gateway-only request with the same id: the outer layer's record is the suspect, "
+     "the inner is shadowed",
+     [F, Gateway("g", 10, 700_000, header_request_id="x"),
+      Gateway("pg", 10, 700_000, sec=0.5, layer="proxy", header_request_id="x")],
+     {"g": "suspected"}),
     ("time match: a record 31 s away is not the request's",
      [F, Request("x", 10, 700_000, rejected=True, header=False, status=None), Gateway("ray-far", 10, sec=-30)],
      {"d-x": "confirmed"}),
