@@ -63,7 +63,7 @@ StartVerdict = Literal["exposed", "ok", "unknown"]
 #: an exposure window's scope (``exposure_windows.scope``)
 WindowScope = Literal["node", "fleet"]
 #: how a gateway record was matched to its engine chain (``chain_matches.match_method``)
-MatchMethod = Literal["header_id", "rid", "time_tokens", "time"]
+MatchMethod = Literal["header_id", "rid", "router", "time_tokens", "time"]
 #: an affected response's confidence: engine evidence, or the gateway's alone
 Confidence = Literal["confirmed", "suspected"]
 #: a notification's type (``notifications.notice_type``)

@@ -42,7 +42,7 @@ VOCABULARIES = [
      _sql("SELECT DISTINCT family FROM engine_line_kinds")),
     (kinds.START_VERDICTS, ["forensics/schema.sql"], _sql("SELECT DISTINCT verdict FROM start_periods")),
     (kinds.WINDOW_SCOPES, ["queries/exposure_windows.sql"], _column(analysis.exposure_windows, "scope")),
-    (kinds.MATCH_METHODS, ["queries/facts/chain_matches.sql"],
+    (kinds.MATCH_METHODS, ["queries/facts/match_candidates.sql"],
      _sql("SELECT DISTINCT match_method FROM chain_matches")),
     (kinds.CONFIDENCES, ["queries/affected_requests.sql"], _column(analysis.affected_requests, "confidence")),
     (kinds.NOTICE_TYPES, ["queries/notifications.sql"], _column(analysis.notifications, "notice_type")),
