@@ -63,6 +63,7 @@ class Start:
     role: str | None = "prefill"
     limit: int | bool | None = True  # True: derived from ctx and pool; None: not logged
     sec: float = 0
+    pod: str | None = None  # the process of the node (None: the node itself)
 
     def write(self, s: Synth) -> None:
         seq = s._seq.get(self.node, 0) + 1
@@ -75,7 +76,8 @@ class Start:
             lim = self.limit or None
         s.insert("engine_starts", node=self.node, start_seq=seq, ts_start=ts,
                  ts_ready=ts + dt.timedelta(minutes=4), role=self.role, context_len=self.ctx,
-                 max_total_num_tokens=self.pool, admission_limit=lim, **s._where(self.node))
+                 max_total_num_tokens=self.pool, admission_limit=lim, pod=self.pod or self.node,
+                 **s._where(self.node))
 
 
 @dataclass
@@ -85,9 +87,10 @@ class LastLine:
     node: str
     at: float | dt.datetime
     sec: float = 0
+    pod: str | None = None  # the process of the node (None: the node itself)
 
     def write(self, s: Synth) -> None:
-        s.other(self.node, when(self.at, self.sec))
+        s.other(self.node, when(self.at, self.sec), pod=self.pod or self.node)
 
 
 @dataclass

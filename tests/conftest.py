@@ -107,8 +107,8 @@ class Synth:
         self.insert("engine_events", node=node, kind=kind, ts=ts, bootstrap_room=room, **kw,
                     **self._where(node))
 
-    def other(self, node: str, ts: dt.datetime, kind: str = "noise") -> None:
-        self.insert("engine_other_lines", node=node, ts=ts, kind=kind, text="x", **self._where(node))
+    def other(self, node: str, ts: dt.datetime, kind: str = "noise", **kw: Any) -> None:
+        self.insert("engine_other_lines", node=node, ts=ts, kind=kind, text="x", **kw, **self._where(node))
 
     # -- gateway rows -------------------------------------------------------------------------
 
