@@ -15,7 +15,6 @@ CREATE TABLE IF NOT EXISTS engine_starts (
     role_source           VARCHAR,           -- 'server_args' | 'batch_lines' | 'default'
     context_len           BIGINT,            -- effective context length (the context_len= line)
     max_total_num_tokens  BIGINT,            -- KV pool size in tokens
-    admission_limit       BIGINT,            -- min(context_len - 1, max_total_num_tokens - 1) - 5: prompts >= this are rejected by the scheduler
     context_length_arg    BIGINT,            -- --context-length as given in server_args (often NULL)
     chunked_prefill_size  BIGINT,
     max_prefill_tokens    BIGINT,

@@ -54,14 +54,13 @@ def when(at: float | dt.datetime, sec: float = 0) -> dt.datetime:
 
 @dataclass
 class Start:
-    """A node (re)start with its configuration (``limit`` defaults to what SGLang derives)."""
+    """A node (re)start with its configuration (the admission limit is derived from it, as SGLang does)."""
 
     node: str
     at: float | dt.datetime
     pool: int | None = POOL_BAD
     ctx: int | None = CTX
     role: str | None = "prefill"
-    limit: int | bool | None = True  # True: derived from ctx and pool; None: not logged
     sec: float = 0
     pod: str | None = None  # the process of the node (None: the node itself)
 
@@ -69,14 +68,9 @@ class Start:
         seq = s._seq.get(self.node, 0) + 1
         s._seq[self.node] = seq
         ts = when(self.at, self.sec)
-        lim: int | None
-        if self.limit is True:
-            lim = limit_of(self.pool, self.ctx) if self.pool is not None and self.ctx is not None else None
-        else:
-            lim = self.limit or None
         s.insert("engine_starts", node=self.node, start_seq=seq, ts_start=ts,
                  ts_ready=ts + dt.timedelta(minutes=4), role=self.role, context_len=self.ctx,
-                 max_total_num_tokens=self.pool, admission_limit=lim, pod=self.pod or self.node,
+                 max_total_num_tokens=self.pool, pod=self.pod or self.node,
                  **s._where(self.node))
 
 

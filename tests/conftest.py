@@ -87,10 +87,9 @@ class Synth:
               pool: int = POOL_BAD, **kw: Any) -> None:
         seq = self._seq.get(node, 0) + 1
         self._seq[node] = seq
-        lim = min(ctx - 1, pool - 1) - 5 if ctx is not None and pool is not None else None
         self.insert("engine_starts", node=node, start_seq=seq, ts_start=ts,
                     ts_ready=ts + dt.timedelta(minutes=4), role=role, context_len=ctx,
-                    max_total_num_tokens=pool, admission_limit=lim, **kw, **self._where(node))
+                    max_total_num_tokens=pool, **kw, **self._where(node))
 
     def req(self, node: str, kind: str, rid: str, ts: dt.datetime, **kw: Any) -> None:
         # the loader flags health checks (rid HEALTH_CHECK..., room 0, host 2.2.2.2); so do we

@@ -68,9 +68,6 @@ WINDOWS: list[tuple[str, list[Any], list[tuple[str, float, float, int, bool]]]] 
       LastLine("p", 30, pod="a"), Start("p", 5, pool=POOL_2, pod="b"), LastLine("p", 25, pod="b")],
      [("p", 0, 10, LIMIT, False), ("p", 5, 25, LIMIT_2, True), ("p", 20, 30, LIMIT, True),
       ("fleet", 0, 30, LIMIT, True)]),
-    ("a start that logged no admission limit gets SGLang's formula",
-     [Start("p", 0, pool=POOL_BAD, limit=None), LastLine("p", 30)],
-     [("p", 0, 30, LIMIT, True), ("fleet", 0, 30, LIMIT, True)]),
 ]
 
 

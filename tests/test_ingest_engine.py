@@ -111,7 +111,7 @@ def test_engine_starts_per_release(
     case, _ = fx
     got = one(case, """SELECT role, role_source, context_len, max_total_num_tokens, admission_limit, tp_size,
                               kv_dtype, kv_cache_tokens, kv_pool_warning, kv_checksum_enabled
-                       FROM engine_starts WHERE node = $n AND start_seq = $s""", {"n": node, "s": seq})
+                       FROM start_periods WHERE node = $n AND start_seq = $s""", {"n": node, "s": seq})
     assert got == (role, role_source, ctx, pool, limit, tp, kv_dtype, kv_tokens, warn, checksum)
     assert limit == min(ctx - 1, pool - 1) - 5
 
@@ -383,7 +383,7 @@ def test_rotated_files_read_in_time_order(tmp_path: Path) -> None:
     case = open_case(":memory:")
     s = case.ingest_engine([tmp_path], tz="UTC")
     assert [Path(f.path).name for f in s.files] == ["sglang.log.2.gz", "sglang.log.1.gz", "sglang.log"]
-    assert case.sql("SELECT start_seq, admission_limit FROM engine_starts ORDER BY 1").fetchall() == [
+    assert case.sql("SELECT start_seq, admission_limit FROM start_periods ORDER BY 1").fetchall() == [
         (1, 599994), (2, 524282)]
     assert one(case, "SELECT compression FROM evidence_files WHERE path LIKE '%.2.gz'") == ("gzip",)
 
@@ -539,7 +539,7 @@ def test_cli_subprocess(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "engine line kinds" in out.stdout
     case = open_case(db, read_only=True)
-    assert one(case, "SELECT node, admission_limit, ts_start FROM engine_starts") == (
+    assert one(case, "SELECT node, admission_limit, ts_start FROM start_periods") == (
         "p0", 681274, dt.datetime(2025, 9, 1, 0, 0, 0))
     assert one(case, "SELECT count(*) FROM router_requests") == (3,)
 
@@ -560,7 +560,7 @@ def test_sample_reproduces_truth() -> None:
         assert f.reconciles
     for node, info in truth["nodes"].items():
         got = case.sql("""SELECT context_len, max_total_num_tokens, admission_limit, ts_start, ts_ready
-                          FROM engine_starts WHERE node = $n ORDER BY start_seq""", {"n": node}).fetchall()
+                          FROM start_periods WHERE node = $n AND start_logged ORDER BY start_seq""", {"n": node}).fetchall()
         want = [(st["context_len"], st["max_total_num_tokens"], st["admission_limit"],
                  dt.datetime.fromisoformat(st["ts_utc"].replace("Z", "")),
                  dt.datetime.fromisoformat(st["ts_ready_utc"].replace("Z", ""))) for st in info["starts"]]

@@ -87,7 +87,7 @@ def test_auto_zone_from_the_collector_matches_the_explicit_zone(cri_tree: Path, 
         == {"decode-0": "auto:+08:00", "decode-1": "auto:+08:00", "prefill-0": "auto:+08:00",
             "prefill-1": "auto:+08:00", "prefill-2": "auto:+08:00", "router": "auto:none"}
     for q in ("SELECT node, ts, line_no, input_tokens FROM engine_rejections",
-              "SELECT node, start_seq, ts_start, admission_limit FROM engine_starts",
+              "SELECT node, start_seq, ts_start, admission_limit FROM start_periods",
               "SELECT node, kind, rid, ts, line_no FROM engine_requests"):
         assert sorted(case.sql(q).fetchall()) == sorted(cri_case.sql(q).fetchall()), q
     case.close()
@@ -133,7 +133,7 @@ def _engine_rows(case: Case, *, line_numbers: bool = True) -> dict[str, list[str
         out[t] = sorted(map(str, rows))
     out["engine_starts"] = sorted(map(str, case.sql(
         "SELECT node, start_seq, role, context_len, max_total_num_tokens, admission_limit"
-        + (", line_no" if line_numbers else "") + " FROM engine_starts").fetchall()))
+        + (", line_no" if line_numbers else "") + " FROM start_periods WHERE start_logged").fetchall()))
     return out
 
 

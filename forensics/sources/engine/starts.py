@@ -3,8 +3,8 @@
 A start begins at a ``server_args`` line, at any startup line seen after the node was ready, or at
 a second ``max_total_num_tokens`` line of the same rank (a restart without server_args in the
 logs). Lines printed by every TP rank (KV Cache, early ``max_total_num_tokens``) make no extra
-starts. The admission limit is ``min(context_len - 1, max_total_num_tokens - 1) - 5``: prompts of
-this many tokens and more are rejected by the scheduler.
+starts. The admission limit is not stored: the ``start_periods`` view derives it from
+``context_len`` and ``max_total_num_tokens`` (its one definition).
 
 Example:
     >>> from forensics.case import open_case
@@ -109,7 +109,6 @@ def rebuild_starts(case: Case | LoadTarget, nodes: Iterable[str]) -> int:
             kvl, fid, lno = s["max_total"] or ({}, *s["first_loc"])
             ctx = _as_int(kvl.get("context_len"))
             pool = _as_int(kvl.get("max_total_num_tokens"))
-            limit = min(ctx - 1, pool - 1) - 5 if ctx is not None and pool is not None else None
             kvc = s["kv"] or s["kv_label_only"] or (None, None)
             mode = args.get("disaggregation_mode")
             role = role_source = None
@@ -119,7 +118,7 @@ def rebuild_starts(case: Case | LoadTarget, nodes: Iterable[str]) -> int:
             rows.append({
                 "node": node, "pod": s["pod"], "seq": seq, "ts_start": s["ts_start"], "ts_ready": s["ready"],
                 "ts_inferred": bool(s["ts_inferred"]), "role": role, "role_source": role_source,
-                "ctx": ctx, "pool": pool, "limit": limit, "ctx_arg": _as_int(args.get("context_length")),
+                "ctx": ctx, "pool": pool, "ctx_arg": _as_int(args.get("context_length")),
                 "chunked": _as_int(kvl.get("chunked_prefill_size") or args.get("chunked_prefill_size")),
                 "max_prefill": _as_int(kvl.get("max_prefill_tokens") or args.get("max_prefill_tokens")),
                 "max_running": _as_int(kvl.get("max_running_requests") or args.get("max_running_requests")),
@@ -137,7 +136,7 @@ def rebuild_starts(case: Case | LoadTarget, nodes: Iterable[str]) -> int:
         for r in rows:
             con.execute(
                 """INSERT INTO engine_starts VALUES ($node, $pod, $seq, $ts_start, $ts_ready, $ts_inferred, $role,
-                   $role_source, $ctx, $pool, $limit, $ctx_arg, $chunked, $max_prefill, $max_running, $tp, $dp,
+                   $role_source, $ctx, $pool, $ctx_arg, $chunked, $max_prefill, $max_running, $tp, $dp,
                    $model, $kv_dtype, $kv_tokens, $pool_warning, $auto_trunc, $checksum, $args, $fid, $lno)""",
                 r,
             )
