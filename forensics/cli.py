@@ -314,29 +314,25 @@ def _query_param_help(query: str | None, param: str) -> str | None:
     return None
 
 
-def _param_option(param: str, default: Any, query: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The click option of one query parameter; its help is the query file's ``-- param`` line."""
+#: click's name and type of each query parameter that is a command-line option
+_PARAM_TYPES: dict[str, Any] = {"limit_tokens": int, "start": str, "end": str, "node": str, "window_s": int,
+                                "threshold": int, "request_id": str}
+
+
+def _param_option(param: str, default: Any, query: str, *,
+                  taken: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click option of one query parameter; its help is the query file's ``-- param`` line (one text).
+
+    ``taken=False``: an option the command shows but its query does not take (giving it is an error).
+    """
     own = _query_param_help(query, param)
-    if param == "limit_tokens":
-        return click.option("--limit-tokens", "limit_tokens", type=int, default=None,
-                            help=own or "Override the admission limit derived from the logs (tokens).")
-    if param == "start":
-        return click.option("--start", "start", default=None,
-                            help=own or "Only from this UTC time (ISO 8601); with --end, the exposure window to use.")
-    if param == "end":
-        return click.option("--end", "end", default=None, help=own or "Only before this UTC time (ISO 8601).")
-    if param == "node":
-        return click.option("--node", "node", default=None, help=own or "Only this engine node.")
-    if param == "window_s":
-        return click.option("--window-s", "window_s", type=int, default=default, show_default=True,
-                            help=own or "Look-back before the affected decode start, in seconds.")
-    if param == "threshold":
-        return click.option("--threshold", "threshold", type=int, default=default, show_default=True,
-                            help=own or "Over-limit prompts within one hour that flag a tenant.")
-    if param == "request_id":
-        return click.option("--request-id", "request_id", default=None,
-                            help=own or "Only this request (gateway id, x-request-id or engine rid).")
-    raise AssertionError(f"no CLI option defined for query parameter {param!r}")
+    if own is None and not taken:
+        own = f"Not taken by this command (queries/{query}.sql has no ${param}): giving it is an error."
+    if own is None or param not in _PARAM_TYPES:
+        raise AssertionError(f"queries/{query}.sql (or its inputs) declares no '-- param ${param}' line "
+                             "to be the help of its command-line option")
+    return click.option("--" + param.replace("_", "-"), param, type=_PARAM_TYPES[param], default=default,
+                        show_default=default is not None, help=own)
 
 
 def _tenant_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -345,12 +341,16 @@ def _tenant_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
 
 def _window_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--limit-tokens/--start/--end/--node/--window-s, as forensics affected and sources take them."""
+    """--limit-tokens/--start/--end/--node/--window-s, as forensics affected and sources take them.
+
+    Their help is the ``-- param`` lines of the queries the report and the notification list run
+    (leak_sources and its input affected_requests).
+    """
     from forensics.analysis import DEFAULT_WINDOW_S  # the one default of the look-back
 
     for param, default in reversed((("limit_tokens", None), ("start", None), ("end", None), ("node", None),
                                     ("window_s", DEFAULT_WINDOW_S))):
-        func = _param_option(param, default)(func)
+        func = _param_option(param, default, "leak_sources")(func)
     return func
 
 
@@ -526,7 +526,7 @@ def _chart_command(name: str, func_name: str, query: str, summary: str) -> None:
         click.option("--format", "fmt", type=click.Choice(CHART_FORMATS), default=None,
                      help="html (self-contained, JavaScript inline), svg, png or json (Vega-Lite spec)."),
     ]
-    decorators += [_param_option(p, None) for p in accepted]
+    decorators += [_param_option(p, None, query) for p in accepted]
     decorators.append(_backend_options)
     decorated: Any = run
     for deco in reversed(decorators):
@@ -729,7 +729,7 @@ def _analysis_command(command: str, func_name: str) -> None:
     for name in shown:
         param = sig.parameters.get(name)
         default = None if param is None or param.default is inspect.Parameter.empty else param.default
-        decorators.append(_param_option(name, default, func_name))
+        decorators.append(_param_option(name, default, func_name, taken=name in accepted))
     if command in TENANT_FILTERS:
         decorators.append(_tenant_option())
     decorators.append(click.option("--show-sql", is_flag=True, help="Print the SQL run (to stderr)."))

@@ -1,6 +1,6 @@
 -- leak_sources: whose data may have been exposed: requests whose decode finished shortly before an affected request's decode started on the same node.
 -- input: affected_requests (the result of queries/affected_requests.sql, provided by the caller as the view affected_requests_result; its parameters limit_tokens, start, end, node select the affected requests)
--- param $window_s BIGINT: look-back in seconds before the affected decode start (default 600)
+-- param $window_s BIGINT: look-back in seconds before the affected decode start
 -- columns: request_id, tenant_id, confidence, decode_node, decode_start_ts, source_request_id
 -- columns: source_header_request_id, source_tenant_id, source_layer, source_decode_rid, source_finished_ts
 -- columns: source_finish_inferred, gap_s, same_tenant, source_is_affected, source_evidence

@@ -1,5 +1,5 @@
 -- probing_tenants: tenants that sent $threshold or more over-limit prompts within one hour: possible probing of the exposure.
--- param $threshold BIGINT: over-limit prompts within one hour that flag a tenant (default 5)
+-- param $threshold BIGINT: over-limit prompts within one hour that flag a tenant
 -- param $limit_tokens BIGINT: admission limit override for every request (NULL: the limit of the node start in force)
 -- columns: tenant_id, n_over_limit, max_in_one_hour, first_ts, last_ts
 --
