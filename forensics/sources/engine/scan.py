@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -96,6 +97,21 @@ def _repeat(value: str, n: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, type=pa.string()), n)
 
 
+def _read_only(batch: LineBatch) -> LineBatch:
+    """The batch with a read-only view of its buffer (no copy).
+
+    Blocks come writable (a plain file read into a bytearray, a repaired block) or read-only (a
+    decompressed member's bytes); numba compiles each compiled stage once per flavour, so the
+    first run on a machine compiled every kernel twice. The scanner never writes into the buffer.
+    """
+    buf = batch.buf
+    if not buf.flags.writeable:
+        return batch
+    view = buf.view()
+    view.flags.writeable = False
+    return dataclasses.replace(batch, buf=view)
+
+
 def _ts_array(us: np.ndarray) -> pa.Array:
     return pa.array(us, type=pa.int64(), mask=us == NO_TS).cast(_TS)
 
@@ -144,6 +160,7 @@ class Scanner:
         if n == 0:
             return out
         batch = repair(batch, self.repairs)  # invalid UTF-8 -> U+FFFD, ANSI codes removed (counted)
+        batch = _read_only(batch)
         buf = batch.buf
         pfx = scan_prefixes(batch)
         if self.metrics:
