@@ -14,7 +14,7 @@ from conftest import ROOT, Synth, fleet, t
 
 import forensics
 from forensics import facts
-from forensics.errors import CaseError
+from forensics.errors import CaseError, QueryError
 
 FACT_FILES = sorted(p.stem for p in (ROOT / "queries" / "facts").glob("*.sql"))
 
@@ -108,3 +108,39 @@ def test_a_fact_that_changed_kind_is_replaced(synth: Synth) -> None:
     kind = synth.case.sql(
         "SELECT table_type FROM information_schema.tables WHERE table_name = 'requests'").fetchall()
     assert kind == [("VIEW",)]
+
+
+def test_a_failed_refresh_leaves_the_case_marked_stale_and_the_next_one_builds(
+        synth: Synth, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each fact is committed on its own: a failure names the fact and leaves the marker removed."""
+    fleet(synth)
+    assert facts.refresh(synth.case)
+    real = facts.fact_sql
+
+    def broken(name: str) -> str:
+        return real(name) + (" WHERE no_such_column = 1" if name == "request_chains" else "")
+
+    monkeypatch.setattr(facts, "fact_sql", broken)
+    with pytest.raises(QueryError, match="request_chains"):
+        facts.refresh(synth.case, force=True)
+    monkeypatch.undo()
+    assert not facts.is_fresh(synth.case)
+    assert facts.refresh(synth.case) and facts.is_fresh(synth.case)
+
+
+def test_the_facts_are_built_under_the_load_budget(synth: Synth, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The refresh is a load: under the load memory budget (not the queries' larger limit), then back."""
+    case = synth.case
+    with case.loading(facts.REFRESH_RESERVE_BYTES):
+        budget = case.sql("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    after = case.sql("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    assert budget != after
+    real = facts.fact_sql
+    monkeypatch.setattr(facts, "fact_sql", lambda name: (  # the same table, with the setting it was built under
+        f"SELECT *, current_setting('memory_limit') AS m FROM (\n{real(name)}\n)" if name == "request_keys"
+        else real(name)))
+    fleet(synth)
+    synth.pd_request("x1", t(10), tokens=1000)
+    assert facts.refresh(case, force=True)
+    assert case.sql("SELECT DISTINCT m FROM request_keys").fetchall() == [(budget,)]
+    assert case.sql("SELECT current_setting('memory_limit')").fetchall()[0][0] == after
