@@ -43,6 +43,10 @@ DEFAULT_CONF = {
 }
 
 
+#: JVM flags of a local session (driver = executor): C1 only, the parallel (throughput) collector
+LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
+
+
 class SparkUnavailableError(ForensicsError):
     """Spark (pyspark, or the Java runtime it needs) is not installed, or the session did not start."""
 
@@ -102,16 +106,21 @@ def session(master: str | None = None, conf: dict[str, str] | None = None) -> Sp
         # small data per core locally: the default 200 shuffle partitions cost more than they split
         settings.setdefault("spark.sql.shuffle.partitions", "8")
         settings.setdefault("spark.ui.enabled", "false")
-        # one JVM is driver and executor: keep its heap for the data. Broadcast hash relations
-        # piled up in it query after query (measured on the sample: 0.5-0.8 GB of them after a
-        # few minutes of queries in a 2g driver, then back-to-back full GCs and an
-        # OutOfMemoryError that killed the JVM); without broadcast joins the live heap stays
-        # at 0.3-0.4 GB. The status store's history of finished work is kept short too.
-        settings.setdefault("spark.sql.autoBroadcastJoinThreshold", "-1")
+        # one JVM is driver and executor: keep its heap for the data. A broadcast hash relation
+        # takes at least one memory page, and the pages default to 1/16 of the execution memory
+        # per core (16 MiB in a 2g driver): with broadcast joins, 0.5-0.8 GB of them piled up
+        # within minutes of the sample's queries (full GCs back to back, then an
+        # OutOfMemoryError). With 1 MiB pages broadcast joins stay on (far cheaper plans than
+        # sort-merge joins for small tables). The status store's history is kept short too.
+        settings.setdefault("spark.buffer.pageSize", "1m")
         for key in ("spark.sql.ui.retainedExecutions", "spark.ui.retainedJobs", "spark.ui.retainedStages"):
             settings.setdefault(key, "50")
         settings.setdefault("spark.ui.retainedTasks", "1000")
         settings.setdefault("spark.driver.memory", os.environ.get("FORENSICS_SPARK_DRIVER_MEMORY", "2g"))
+        # a short-lived JVM on a few cores: measured on the sample's queries, the JIT's optimising
+        # compiler (C2) and G1's concurrent threads took most of the JVM's CPU (each query is new
+        # generated code, run briefly on small data); C1 only and the throughput collector: 0.7x
+        settings.setdefault("spark.driver.extraJavaOptions", LOCAL_JAVA_OPTIONS)
     global _DRIVER_MEMORY
     _DRIVER_MEMORY = settings.get("spark.driver.memory")
     for key, value in settings.items():
