@@ -338,6 +338,20 @@ def test_cli_affected_csv_on_spark_equals_duckdb(spark: Any, sample_case_path: P
     assert spark_params == local_params | {"case": spark_params["case"]}
 
 
+def test_a_parquet_case_opened_twice_shares_its_tables_and_results(ingested: Case, ingested_dir: Path) -> None:
+    """A second open of the same case (a CLI call, a re-run notebook cell) reuses the tables and the
+    derived tables already computed; closing it leaves the first one working, cached as it was."""
+    again = forensics.open_case(ingested_dir, backend="spark")
+    try:
+        assert again.spark is ingested.spark  # type: ignore[attr-defined]
+        assert again.sql("SELECT count(*) FROM requests").fetchall() == ingested.sql(
+            "SELECT count(*) FROM requests").fetchall()
+    finally:
+        again.close()
+    assert ingested.spark.catalog.isCached("requests")  # type: ignore[attr-defined]
+    assert ingested.sql("SELECT count(*) AS n FROM gateway_requests").fetchall()[0][0] > 0
+
+
 def test_outputs_never_go_over_the_parquet_case_or_its_evidence(ingested: Case, ingested_dir: Path,
                                                                  tmp_path: Path) -> None:
     """What the CLI checks before writing (``-o``), on a Parquet case: its directory and its evidence."""

@@ -22,6 +22,7 @@ import datetime as dt
 import os
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -167,6 +168,22 @@ def _heavy(select_sql: str) -> bool:
     return any(word in text for word in (" GROUP BY ", " JOIN ", " OVER ", "RECURSIVE", " UNION "))
 
 
+@dataclass
+class _Opened:
+    """A Parquet case open in this process: its Spark session (tables, cached views) and results."""
+
+    context: Any
+    spark: SparkSession
+    views: list[str]
+    results: dict[tuple[str, tuple[tuple[str, str], ...]], pa.Table]
+    users: int = 0
+
+
+#: (path, manifest) -> the open case's shared state; a second open of it (a CLI call in a notebook,
+#: a re-run cell) reuses the tables and the derived tables already computed
+_OPENED: dict[tuple[str, str], _Opened] = {}
+
+
 class SparkCase(Case):
     """A Parquet case on Spark, usable wherever a :class:`~forensics.case.Case` is.
 
@@ -197,11 +214,22 @@ class SparkCase(Case):
         self.con = duckdb.connect()
         configure_connection(self.con)
         base = spark or session(master)
-        #: a session of this case's own: temp views (its tables) are per session
-        self.spark: SparkSession = base.newSession()
         if is_remote(self.path):
-            self.manifest = read_manifest(self.path, lambda uri: read_text_uri(self.spark, uri))
-        self._register()
+            self.manifest = read_manifest(self.path, lambda uri: read_text_uri(base, uri))
+        self._key = (self.path, self.manifest.to_json())
+        opened = _OPENED.get(self._key)
+        if opened is not None and opened.context is base.sparkContext and jvm_gone() is None:
+            # the same case (same manifest) already open in this process: its tables, cached
+            # derived tables and results are shared, not built again (a Parquet case never changes)
+            self.spark: SparkSession = opened.spark
+            self._views, self._results = opened.views, opened.results
+        else:
+            #: a session of this case's own: temp views (its tables) are per session
+            self.spark = base.newSession()
+            self._register()
+            opened = _Opened(base.sparkContext, self.spark, self._views, self._results)
+            _OPENED[self._key] = opened
+        opened.users += 1
 
     # -- tables and views -------------------------------------------------------------------------
 
@@ -236,11 +264,13 @@ class SparkCase(Case):
         """The derived tables (:data:`forensics.facts.FACTS`, in order) as views of this session.
 
         Built from the case's own tables, never read from the Parquet case (an export leaves them
-        out); a fact the toolkit stores as a table is cached (computed once, when first read).
+        out). Every one is cached (computed once, when first read), the ones DuckDB keeps as views
+        too: a Parquet case never changes, and Spark would compute a view again for each query
+        that reads it (``requests`` twice in ``affected_requests`` alone).
         ``early``: only the facts that read nothing but the case's tables (True), only the others
         (False), or all (None).
         """
-        from forensics.facts import FACTS, fact_reads, fact_sql, stored_as
+        from forensics.facts import FACTS, fact_reads, fact_sql
 
         tables = set(self.manifest.tables) - set(FACTS)
         for name in FACTS:
@@ -249,9 +279,9 @@ class SparkCase(Case):
             self.spark.sql(f"UNCACHE TABLE IF EXISTS `{name}`")
             df = run_steps(self.spark, statement_steps(fact_sql(name), f"f_{name}"), {})
             df.createOrReplaceTempView(name)
-            if stored_as(name) == "table":
-                self.spark.sql(f"CACHE LAZY TABLE `{name}`")
-        self._views = [*getattr(self, "_views", []), *(n for n in FACTS if n not in getattr(self, "_views", []))]
+            self.spark.sql(f"CACHE LAZY TABLE `{name}`")
+        views: list[str] = self.__dict__.setdefault("_views", [])  # in place: shared by every open of the case
+        views.extend(n for n in FACTS if n not in views)
 
     def refresh(self, *, force: bool = False) -> bool:
         """Rebuild the derived tables on Spark when ``force`` (a Parquet case never changes once written)."""
@@ -376,7 +406,17 @@ class SparkCase(Case):
         return check_output(out, evidence=local)
 
     def close(self) -> None:
-        """Drop the case's cached views and its in-process result store (the session stays)."""
+        """Drop the case's cached views and its in-process result store (the session stays).
+
+        While the same case is open elsewhere in the process (shared tables), only this handle closes.
+        """
+        opened = _OPENED.get(self._key)
+        if opened is not None and opened.spark is self.spark:
+            opened.users -= 1
+            if opened.users > 0:
+                self.con.close()
+                return
+            del _OPENED[self._key]
         if jvm_gone() is None:
             for name in getattr(self, "_views", []):
                 self.spark.sql(f"UNCACHE TABLE IF EXISTS `{name}`")
