@@ -339,6 +339,51 @@ def test_a_grown_csv_export_loads_only_its_new_rows(tmp_path: Path) -> None:
     assert got == [(i + 2, f"r{i}") for i in range(6)]
 
 
+LITELLM_HEADER = "request_id,team_id,model_group,startTime,endTime,status,metadata,prompt_tokens"
+
+
+def litellm_row(i: int) -> str:
+    # a quoted JSON field (doubled quotes) like LiteLLM's metadata; every third one spans two lines
+    meta = '{""user_api_key_team_alias"": ""t' + str(i) + '""' + (',\n ""k"": 1}' if i % 3 == 0 else '}')
+    return f'r{i},team-{i % 4},glm,2026-09-02 00:00:{i:02d},2026-09-02 00:01:{i:02d},success,"{meta}",{10 + i}'
+
+
+LIVE_CSV = ("\n".join([LITELLM_HEADER, *(litellm_row(i) for i in range(12))]) + "\n").encode()
+_QUOTE = LIVE_CSV.index(b'""t7""')  # inside the quoted field of record r7
+
+LIVE_CSV_CUTS = [
+    # label, where the exporter was when the file was read, format, complete records then
+    ("inside a quoted field, auto-detected", _QUOTE, "auto", 7),
+    ("inside a quoted field, litellm preset", _QUOTE, "litellm", 7),
+    ("inside an unquoted field", LIVE_CSV.index(b"r9,") + 2, "auto", 9),
+    ("at a record end", LIVE_CSV.index(b"r5,"), "auto", 5),
+]
+
+
+@pytest.mark.parametrize(("label", "cut", "fmt", "complete"), LIVE_CSV_CUTS, ids=[c[0] for c in LIVE_CSV_CUTS])
+def test_a_live_csv_export_cut_anywhere_loads_its_records_then_the_rest(
+        tmp_path: Path, label: str, cut: int, fmt: str, complete: int) -> None:
+    # DuckDB's CSV sniffer refused a whole export whose last record was cut inside quotes (what an
+    # exporter still writing leaves); the dialect now comes from the header alone
+    p = _w(tmp_path / "in", "SpendLogs.csv", LIVE_CSV[:cut])
+    case = forensics.open_case(tmp_path / "case.duckdb")
+    first = case.ingest_gateway(p, format=fmt).files[0]
+    assert first.rows_loaded == complete and first.reconciles, first
+    assert first.rows_rejected == (0 if LIVE_CSV[cut - 1:cut] == b"\n" else 1), first
+    _check_reconciles(case)
+    with open(p, "ab") as fh:  # the exporter finishes
+        fh.write(LIVE_CSV[cut:])
+    second = case.ingest_gateway(p, format=fmt).files[0]
+    assert any("grew since file_id 1" in w for w in second.warnings), second.warnings
+    _check_reconciles(case)
+    once = forensics.open_case(tmp_path / "once.duckdb")
+    once.ingest_gateway(p, format=fmt)
+    rows = "SELECT line_no, request_id, tenant_id, ts_start FROM gateway_requests ORDER BY line_no"
+    assert case.sql(rows).fetchall() == once.sql(rows).fetchall()
+    assert [r[1] for r in case.sql(rows).fetchall()] == [f"r{i}" for i in range(12)]
+    assert case.sql("SELECT count(*) FROM rejected_lines").fetchall() == [(0,)]
+
+
 def test_a_file_that_grows_while_read_loads_its_snapshot_and_the_rest_next_time(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from forensics.sources.gateway import ingest

@@ -33,7 +33,19 @@ def lines_reader(path: str, comp: str, rejects: str | None) -> str:
     )
 
 
-def csv_options(delim: str) -> str:
-    # The dialect is fixed from the header rather than sniffed: DuckDB's sniffer gives up on small
-    # exports that contain a broken row, which is exactly when it is needed.
-    return f"delim={lit(delim)}, quote='\"', escape='\"', header=true, all_varchar=true, strict_mode=false"
+def csv_options(delim: str, columns: tuple[str, ...] = ()) -> str:
+    """The read_csv dialect of a gateway CSV file: fixed from its header, never sniffed from its rows.
+
+    DuckDB's sniffer gives up on small exports that contain a broken row, which is exactly when
+    they are needed; with the header's ``columns`` known it is not run at all (a live export cut
+    inside a quoted field, the common case while the exporter writes, would otherwise refuse
+    the whole file: the cut record is then rejected as too short, the rest loaded).
+
+    Example:
+        >>> csv_options(",", ("a", "b")).endswith("columns={'a': 'VARCHAR', 'b': 'VARCHAR'}")
+        True
+    """
+    base = f"delim={lit(delim)}, quote='\"', escape='\"', header=true, strict_mode=false"
+    if not columns:
+        return base + ", all_varchar=true"
+    return base + ", auto_detect=false, columns={" + ", ".join(f"{lit(c)}: 'VARCHAR'" for c in columns) + "}"

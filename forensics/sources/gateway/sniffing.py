@@ -44,6 +44,8 @@ class Sniff:
     keys: set[str]
     text_lines: list[str]
     delim: str = ","
+    #: CSV: the header's column names as DuckDB names them (empty: let read_csv find them)
+    columns: tuple[str, ...] = ()
 
 
 def sniff(path: Path) -> Sniff:
@@ -106,8 +108,9 @@ def sniff(path: Path) -> Sniff:
     first_line = next((ln for ln in lines if ln.strip()), "")
     delim = _csv_delimiter(first_line)
     if delim is not None:
-        recs = _sample_csv(path, comp, delim)
-        return Sniff("csv", comp, recs, _keys(recs), [], delim)
+        columns = _csv_columns(lines[0], delim) if lines and lines[0] == first_line else ()
+        recs = _sample_csv(path, comp, delim, columns)
+        return Sniff("csv", comp, recs, _keys(recs), [], delim, columns)
     return Sniff("text", comp, [], set(), lines[:SAMPLE_RECORDS])
 
 
@@ -190,11 +193,36 @@ def _sample_json_doc(path: Path, comp: str) -> list[dict[str, Any]]:
     return out
 
 
-def _sample_csv(path: Path, comp: str, delim: str) -> list[dict[str, Any]]:
+def _csv_columns(header: str, delim: str) -> tuple[str, ...]:
+    """The column names read_csv gives a CSV header line (duplicates ``a_1``, blanks ``column2``).
+
+    Read from the header alone, so that no later row (a record cut by a live export, odd
+    quoting) can make DuckDB's sniffer refuse the file; empty when the header cannot be read.
+
+    Example:
+        >>> _csv_columns('a,a,,"x,y"', ",")
+        ('a', 'a_1', 'column2', 'x,y')
+    """
+    import tempfile
+
+    con = duckdb.connect()
+    try:
+        with tempfile.TemporaryDirectory(prefix="forensics-csv-") as d:
+            p = Path(d) / "header.csv"
+            p.write_text(header + "\n", encoding="utf-8")
+            rows = con.execute(f"DESCRIBE SELECT * FROM read_csv({lit(str(p))}, {csv_options(delim)})").fetchall()
+    except duckdb.Error:
+        return ()
+    finally:
+        con.close()
+    return tuple(str(r[0]) for r in rows)
+
+
+def _sample_csv(path: Path, comp: str, delim: str, columns: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     con = duckdb.connect()
     try:
         rows = con.execute(
-            f"SELECT to_json(c) FROM read_csv({lit(str(path))}, {csv_options(delim)}, "
+            f"SELECT to_json(c) FROM read_csv({lit(str(path))}, {csv_options(delim, columns)}, "
             f"ignore_errors=true, compression={lit(duck_compression(comp))}) c LIMIT {SAMPLE_RECORDS}"
         ).fetchall()
     except duckdb.Error:

@@ -205,7 +205,7 @@ def source_sql(plan: FilePlan, read_path: str, comp: str, rejects: str, position
     if c == "csv":
         return (
             f"SELECT {rn} AS rn, to_json(c) AS line FROM read_csv({lit(read_path)}, "
-            f"{csv_options(plan.sniff.delim)}, ignore_errors=true, store_rejects=true, "
+            f"{csv_options(plan.sniff.delim, plan.sniff.columns)}, ignore_errors=true, store_rejects=true, "
             f"rejects_table={lit(rejects)}, rejects_scan={lit(rejects + '_scan')}, "
             f"compression={lit(duck_compression(comp))}) c"
         )
