@@ -133,7 +133,10 @@ def ingest_gateway(
     # Detect every file first: a wrong format fails before any time is spent loading. Files that
     # read alike (same compression, container, first record's keys) share one sniff.
     memo: dict[tuple[Any, ...], FilePlan] = {}
-    plans = [_plan(p, fixed, options, memo) for p in files]
+    plans: list[FilePlan] = []
+    for p in files:
+        with database_errors(str(p)):  # sniffing reads with DuckDB too: its errors leave as the toolkit's
+            plans.append(_plan(p, fixed, options, memo))
     summary = IngestSummary()
     with target.loading(LOAD_RESERVE_BYTES), database_errors():
         install_macros(con)

@@ -1,0 +1,99 @@
+"""The loaders' boundary with the case: what the design of the evidence ledger promises.
+
+- ``forensics/case.py`` never imports a loader (the sources stage registers itself with the case);
+- a DuckDB error inside a loader, wherever it starts (planning, the ledger, a load), leaves it as
+  one of the toolkit's own errors, never as a raw ``duckdb.Error``;
+- every base table of a case is created by the schema files, never by a loader's own DDL.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+import forensics
+from forensics.errors import CaseError, ForensicsError, InputError
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "forensics"
+FIX = Path(__file__).resolve().parent / "fixtures"
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """Modules a file imports when it runs (``if TYPE_CHECKING:`` blocks and function bodies aside)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+    return out
+
+
+def test_case_module_never_imports_a_loader() -> None:
+    imported = _runtime_imports(PKG / "case.py")
+    assert not {m for m in imported if m.startswith("forensics.sources")}, imported
+
+
+def _fail(exc: duckdb.Error) -> Callable[..., Any]:
+    def raise_it(*a: Any, **k: Any) -> Any:
+        raise exc
+    return raise_it
+
+
+LOCKED = duckdb.IOException('Could not set lock on file "c.duckdb": Conflicting lock is held')
+BROKEN = duckdb.InternalException("INTERNAL Error: something inside DuckDB broke")
+
+BOUNDARY = [
+    # label, loader, what raises, the error, the toolkit's error expected
+    ("gateway: the ledger's recovery, a lock", "gateway", "forensics.sources.ledger.Ledger.recover", LOCKED, CaseError),
+    ("gateway: the ledger's recovery, internal", "gateway", "forensics.sources.ledger.Ledger.recover", BROKEN,
+     InputError),
+    ("gateway: planning (sniffing a file)", "gateway", "forensics.sources.gateway.ingest._plan", BROKEN, InputError),
+    ("gateway: a file's load", "gateway", "forensics.sources.gateway.ingest._ingest_one", BROKEN, InputError),
+    ("engine: the ledger's recovery, a lock", "engine", "forensics.sources.ledger.Ledger.recover", LOCKED, CaseError),
+    ("engine: the ledger's recovery, internal", "engine", "forensics.sources.ledger.Ledger.recover", BROKEN,
+     InputError),
+]
+
+
+@pytest.mark.parametrize(("label", "loader", "target", "exc", "expected"), BOUNDARY, ids=[b[0] for b in BOUNDARY])
+def test_duckdb_errors_leave_a_loader_as_the_toolkits_own(monkeypatch: pytest.MonkeyPatch, label: str, loader: str,
+                                                          target: str, exc: duckdb.Error,
+                                                          expected: type[ForensicsError]) -> None:
+    monkeypatch.setattr(target, _fail(exc))
+    case = forensics.open_case(":memory:")
+    with pytest.raises(expected) as got:
+        if loader == "gateway":
+            case.ingest_gateway(FIX / "gateway" / "envoy_new.ndjson", format="envoy")
+        else:
+            case.ingest_engine([FIX / "engine" / "v0_5_23" / "decode-9.log"], tz="UTC")
+    assert not isinstance(got.value, duckdb.Error)
+    assert "\n" not in str(got.value)
+    if "planning" in label:
+        assert "envoy_new.ndjson" in str(got.value)  # the file it happened on
+
+
+_DDL = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?\"?(\w+)", re.I)
+
+
+def test_every_base_table_is_created_by_the_schema_files_only() -> None:
+    case = forensics.open_case(":memory:")
+    tables = {r[0] for r in case.sql("SELECT table_name FROM duckdb_tables() WHERE NOT temporary").fetchall()}
+    schema = "\n".join(p.read_text(encoding="utf-8") for p in sorted(PKG.glob("schema*.sql"))
+                       if not p.name.endswith(".spark.sql"))
+    assert tables <= set(_DDL.findall(schema)) | {"schema_info"}, tables - set(_DDL.findall(schema))
+    # engine_startup_facts among them (its DDL once lived in the engine loader)
+    assert "engine_startup_facts" in _DDL.findall(schema)
+    for path in sorted(PKG.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        made = {t for t in _DDL.findall(text) if t in tables}
+        # a docstring may show the schema; no code creates a base table of its own
+        assert not made or path.name == "case.py", (path, made)
