@@ -97,3 +97,61 @@ def test_every_base_table_is_created_by_the_schema_files_only() -> None:
         made = {t for t in _DDL.findall(text) if t in tables}
         # a docstring may show the schema; no code creates a base table of its own
         assert not made or path.name == "case.py", (path, made)
+
+
+def _after(first: BaseException, then: duckdb.Error) -> duckdb.Error:
+    """``then`` raised while handling ``first`` (its context), as a finally-block after a failure."""
+    try:
+        try:
+            raise first
+        finally:
+            raise then
+    except duckdb.Error as exc:
+        return exc
+
+
+def aborted() -> duckdb.Error:
+    return duckdb.TransactionException("TransactionContext Error: Current transaction is aborted (please ROLLBACK)")
+
+CTRL_C = [
+    # label, what reaches the boundary, KeyboardInterrupt expected (else the toolkit's error)
+    ("DuckDB's interrupt", duckdb.InterruptException("INTERRUPT Error: Interrupted!"), True),
+    ("aborted transaction after 'Query interrupted'", _after(RuntimeError("Query interrupted"), aborted()), True),
+    ("aborted transaction after a Ctrl-C in Python", _after(KeyboardInterrupt(), aborted()), True),
+    ("aborted transaction after a real error", _after(ValueError("bad value"), aborted()), False),
+    ("a file DuckDB cannot read", duckdb.IOException("IO Error: No files found"), False),
+]
+
+
+@pytest.mark.parametrize(("label", "exc", "interrupt"), CTRL_C, ids=[c[0] for c in CTRL_C])
+def test_ctrl_c_inside_a_query_stays_a_ctrl_c_at_the_boundary(label: str, exc: duckdb.Error, interrupt: bool) -> None:
+    # a Ctrl-C in the engine loader's INSERT surfaced as "cannot be loaded: ... transaction is aborted"
+    # (exit 2, "nothing of it was kept") instead of the CLI's one-line "interrupted:" (exit 130)
+    from forensics.sources.ledger import database_errors
+
+    with pytest.raises(KeyboardInterrupt if interrupt else InputError), database_errors("a.log"):
+        raise exc
+
+
+class _AbortedAfterInterrupt:
+    """A connection whose INSERT is interrupted, after which every statement fails (aborted)."""
+
+    def register(self, name: str, table: Any) -> None:
+        pass
+
+    def execute(self, *a: Any) -> None:
+        raise RuntimeError("Query interrupted")
+
+    def unregister(self, name: str) -> None:
+        raise aborted()
+
+
+def test_the_engine_writer_lets_an_interrupt_through() -> None:
+    import pyarrow as pa
+
+    from forensics.sources.engine.loader import _Writer
+
+    w = _Writer(_AbortedAfterInterrupt(), file_id=1)  # type: ignore[arg-type]
+    w.parts[("n", "p", "engine_batches")] = [pa.table({"x": [1]})]
+    with pytest.raises(RuntimeError, match="Query interrupted"):
+        w.write()

@@ -509,14 +509,37 @@ def database_errors(where: str | None = None) -> Iterator[None]:
     """
     try:
         yield
-    except duckdb.IOException as exc:
-        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        if "lock" in text.lower():
-            raise CaseError(f"the case database is in use: {text}",
-                            hint="wait for the other process, or use another case file") from exc
-        raise InputError(f"cannot be loaded: {text}", where=where,
-                         hint="check the file; nothing of it was kept") from exc
     except duckdb.Error as exc:
-        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise InputError(f"cannot be loaded: {text}", where=where,
-                         hint="check the file; nothing of it was kept") from exc
+        if _interrupted(exc):
+            # Ctrl-C inside a query: what fails after it (an aborted transaction) is not the cause
+            raise KeyboardInterrupt from None
+        raise _own_error(exc, where) from exc
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Ctrl-C, or an error that followed one (its context chain holds one).
+
+    Example:
+        >>> _interrupted(duckdb.InterruptException("INTERRUPT Error: Interrupted!"))
+        True
+        >>> _interrupted(duckdb.IOException("IO Error: No files found"))
+        False
+    """
+    seen: BaseException | None = exc
+    for _ in range(16):
+        if seen is None:
+            return False
+        if isinstance(seen, KeyboardInterrupt | duckdb.InterruptException) or (
+                isinstance(seen, RuntimeError) and "query interrupted" in str(seen).lower()):
+            return True
+        seen = seen.__context__
+    return False
+
+
+def _own_error(exc: duckdb.Error, where: str | None) -> CaseError | InputError:
+    """The toolkit's error for a DuckDB one: a lock is the case in use, anything else the file."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if isinstance(exc, duckdb.IOException) and "lock" in text.lower():
+        return CaseError(f"the case database is in use: {text}",
+                         hint="wait for the other process, or use another case file")
+    return InputError(f"cannot be loaded: {text}", where=where, hint="check the file; nothing of it was kept")

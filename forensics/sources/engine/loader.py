@@ -252,7 +252,10 @@ class _Writer:
             try:
                 con.execute(INSERTS[table], {"node": node, "pod": pod, "file_id": self.file_id})
             finally:
-                con.unregister("_engine_rows")
+                # after a Ctrl-C inside the INSERT the transaction is aborted and unregister fails
+                # too: that error must not replace the interrupt (the user would read "cannot be loaded")
+                with contextlib.suppress(duckdb.Error):
+                    con.unregister("_engine_rows")
             if table != "engine_startup_facts":
                 self.rows[table] += t.num_rows
         self.parts.clear()
