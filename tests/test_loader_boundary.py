@@ -155,3 +155,39 @@ def test_the_engine_writer_lets_an_interrupt_through() -> None:
     w.parts[("n", "p", "engine_batches")] = [pa.table({"x": [1]})]
     with pytest.raises(RuntimeError, match="Query interrupted"):
         w.write()
+
+
+def test_the_engine_readers_never_hang_a_stopped_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Ctrl-C while the engine loader's reader threads had filled its queue: the reader that had
+    # just finished blocked on put() of its end marker, the loader joined it, and the process
+    # hung for ever (seen at about 1 in 10 timed SIGINTs of the sample ingest)
+    import threading
+    import time
+
+    from forensics.sources.engine import loader
+
+    class Job:
+        writer = None
+
+        def scanned(self) -> Any:
+            # one more block than the queue holds once the consumer took the first
+            return iter([("n", "p", None)] * (2 * loader.FILES_IN_FLIGHT + 1))
+
+    def interrupted(*a: Any) -> None:
+        time.sleep(0.3)  # the reader fills the queue meanwhile, then waits to put its end
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loader, "_absorb", interrupted)
+    got: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            list(loader._run([Job()], segment_bytes=1 << 30))  # type: ignore[list-item]
+        except BaseException as exc:  # the interrupt is what is expected
+            got.append(exc)
+
+    t = threading.Thread(target=consume, daemon=True)
+    t.start()
+    t.join(timeout=20)
+    assert not t.is_alive(), "the loader hung after an interrupt"
+    assert got and isinstance(got[0], KeyboardInterrupt)

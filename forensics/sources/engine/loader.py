@@ -670,6 +670,11 @@ def _run(jobs: list[_Job], segment_bytes: int) -> Iterator[_Job]:
     finally:
         stop.set()
         for t in threads.values():
+            # drain while joining: a reader blocked on put() (its last rows, its end, its error)
+            # into a full queue would wait for ever for the consumer that stopped (Ctrl-C hung here)
+            while t.is_alive():
+                with contextlib.suppress(queue.Empty):
+                    q.get(timeout=0.05)
             t.join()
 
 
