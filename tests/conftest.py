@@ -24,6 +24,7 @@ import pytest
 
 import forensics
 from forensics.case import Case
+from forensics.sources.engine.sql import HEALTH
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data"
@@ -92,9 +93,13 @@ class Synth:
                     max_total_num_tokens=pool, **kw, **self._where(node))
 
     def req(self, node: str, kind: str, rid: str, ts: dt.datetime, **kw: Any) -> None:
-        # the loader flags health checks (rid HEALTH_CHECK..., room 0, host 2.2.2.2); so do we
-        kw.setdefault("is_health_check", rid.startswith("HEALTH_CHECK") or kw.get("bootstrap_room") == 0
-                      or kw.get("bootstrap_host") == "2.2.2.2")
+        # the loader flags health checks; so do we, with its rule (one definition: engine.sql.HEALTH)
+        if "is_health_check" not in kw:
+            kw["is_health_check"] = self.case.con.execute(
+                f"SELECT {HEALTH} FROM (SELECT $rid AS rid, CAST($room AS BIGINT) AS bootstrap_room, "
+                "CAST($host AS VARCHAR) AS bootstrap_host)",
+                {"rid": rid, "room": kw.get("bootstrap_room"), "host": kw.get("bootstrap_host")},
+            ).fetchall()[0][0]
         self.insert("engine_requests", node=node, kind=kind, rid=rid, ts=ts, **kw, **self._where(node))
 
     def rejection(self, node: str, rid: str | None, ts: dt.datetime, tokens: int,

@@ -51,9 +51,12 @@ def test_health_checks_are_what_the_loader_flagged(synth: Synth) -> None:
     fleet(synth)
     synth.req("prefill-0", "received", "ordinary-rid", t(1), bootstrap_room=77, is_health_check=True)
     synth.req("prefill-0", "received", "p-real", t(2), bootstrap_room=78, bootstrap_host="10.0.0.1")
+    # a row nobody flagged (NULL: a case written by another tool) is a request, whatever its rid:
+    # the rule is the loader's alone, and an unknown flag never hides a request
+    synth.req("prefill-0", "received", "HEALTH_CHECK_unflagged", t(3), bootstrap_room=79, is_health_check=None)
     facts.refresh(synth.case)
     legs = {r[0] for r in synth.case.sql("SELECT rid FROM request_legs").fetchall()}
-    assert legs == {"p-real"}
+    assert legs == {"p-real", "HEALTH_CHECK_unflagged"}
 
 
 def _stale_copy(sample_case_path: Path, tmp_path: Path) -> Path:

@@ -49,8 +49,8 @@ def _incomplete_prefill(xid: str, at: float, tokens: int, prefill: str, room: in
 
 
 def _health_check(node: str, at: float, **marks: Any) -> list[Any]:
-    """A health-check generation on ``node`` carrying only the given marks (the loader's flag unset)."""
-    cols = {"is_health_check": None, "bootstrap_host": "10.0.2.11", "bootstrap_room": 77, **marks}
+    """A health-check generation on ``node`` carrying only the given marks, flagged by the loader's rule."""
+    cols = {"bootstrap_host": "10.0.2.11", "bootstrap_room": 77, **marks}
     rid = cols.pop("rid", "hc-1")
     return [
         EngineLine(node, "received", rid, at, **cols),
@@ -174,8 +174,8 @@ CASES: list[tuple[str, list[Any], dict[str, str]]] = [
     ("unified-mode health check never takes the leak's gateway record",
      _unified_leak_and_health_check(), {"ray-u": "confirmed"}),
     ("health check known by the loader's flag alone", [F, *_health_check("prefill-0", 10, is_health_check=True)], {}),
-    # the loader flags each mark (tests/test_ingest_guards.py); request_legs also recognises them
-    # in a row the loader did not flag (a case written by another tool)
+    # each mark alone, flagged by the loader's rule (engine.sql.HEALTH, applied by Synth as the
+    # loader applies it; tests/test_ingest_guards.py reads real lines); request_legs trusts the flag
     ("health check known by its rid alone", [F, *_health_check("prefill-0", 10, rid="HEALTH_CHECK_17")], {}),
     ("health check known by bootstrap room 0 alone", [F, *_health_check("prefill-0", 10, bootstrap_room=0)], {}),
     ("health check known by the fake bootstrap host alone",

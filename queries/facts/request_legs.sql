@@ -4,8 +4,10 @@
 --
 -- A leg is every engine_requests record of one (node, rid): its Receive and Finish lines, metrics
 -- records, time stats. Health checks are never legs: the loader flags them (is_health_check: rid
--- HEALTH_CHECK..., bootstrap_room 0 or bootstrap_host 2.2.2.2) and this is the only place that reads
--- the flag (a row without the flag, NULL, is judged by the same rule here). Records without a rid belong to no leg.
+-- HEALTH_CHECK..., bootstrap_room 0 or bootstrap_host 2.2.2.2; the rule is the loader's alone) and
+-- this is the only place that reads the flag. A row without it (NULL: a case written by another
+-- tool) is a request: a health check may then show as one, a request is never hidden. Records
+-- without a rid belong to no leg.
 --   pod           the process that logged it (the start series whose period it falls in)
 --   role          the node's role (engine_starts), else the type its time stats name, else 'unknown'
 --   tokens        prompt tokens of the Finish (or metrics) record, else the time-stats input_len
@@ -31,11 +33,7 @@ leg_records AS (
            CAST(e.file_id AS BIGINT) * 10000000000 + e.line_no AS ref,
            e.kind IN ('finished', 'metrics') AS is_finish
     FROM engine_requests e
-    -- the loader's flag; a row it did not flag (NULL: hand-inserted, an older loader) by the same rule
-    WHERE e.rid IS NOT NULL
-      AND NOT COALESCE(e.is_health_check,
-                       COALESCE(e.rid LIKE 'HEALTH_CHECK%', false) OR COALESCE(e.bootstrap_room = 0, false)
-                       OR COALESCE(e.bootstrap_host = '2.2.2.2', false))
+    WHERE e.rid IS NOT NULL AND NOT COALESCE(e.is_health_check, false)
 ),
 legs AS (
     SELECT r.node, r.rid,
