@@ -139,9 +139,17 @@ def finish_load(con: duckdb.DuckDBPyConnection, items: list[Item], direct_n: dic
 
 
 def drop_rejects(con: duckdb.DuckDBPyConnection, items: list[Item]) -> None:
-    """Drop the reader-rejects tables of these files (one call for a whole batch)."""
-    con.execute(";".join(f"DROP TABLE IF EXISTS {it.rejects}; DROP TABLE IF EXISTS {it.rejects}_scan"
-                         for it in items))
+    """Drop the reader-rejects tables of these files that exist (one lookup for a whole batch).
+
+    Only the line and CSV readers make them; two ``DROP TABLE IF EXISTS`` per file of a batch of
+    644 hourly files read by ``read_json`` cost 0.22 s of statements that found nothing.
+    """
+    names = {n for it in items for n in (it.rejects, it.rejects + "_scan")}
+    found = [r[0] for r in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE starts_with(table_name, 'gw_rejects_')").fetchall()
+             if r[0] in names]
+    if found:
+        con.execute(";".join(f"DROP TABLE IF EXISTS {n}" for n in found))
 
 
 def _reader_rejects_many(con: duckdb.DuckDBPyConnection,
