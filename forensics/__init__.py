@@ -16,33 +16,46 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from forensics.analysis import (
-    affected_requests,
-    affected_tenants,
-    ambiguous_matches,
-    coverage,
-    evidence_gaps,
-    exposure_windows,
-    hidden_errors,
-    impact_summary,
-    leak_sources,
-    notification_requests,
-    notifications,
-    parameters_used,
-    pool_audit,
-    post_fix_check,
-    probing_tenants,
-    request_chain,
-    timeline,
-    token_mismatch,
-)
-from forensics.case import Case, open_case
-from forensics.errors import ForensicsError
-from forensics.outputs.report import impact_report
-from forensics.sources import (  # also registers the loaders with the case
-    ingest_engine,
-    ingest_gateway,
-)
+import os as _os
+import sys as _sys
+
+try:
+    from forensics.analysis import (
+        affected_requests,
+        affected_tenants,
+        ambiguous_matches,
+        coverage,
+        evidence_gaps,
+        exposure_windows,
+        hidden_errors,
+        impact_summary,
+        leak_sources,
+        notification_requests,
+        notifications,
+        parameters_used,
+        pool_audit,
+        post_fix_check,
+        probing_tenants,
+        request_chain,
+        timeline,
+        token_mismatch,
+    )
+    from forensics.case import Case, open_case
+    from forensics.errors import ForensicsError
+    from forensics.outputs.report import impact_report
+    from forensics.sources import (  # also registers the loaders with the case
+        ingest_engine,
+        ingest_gateway,
+    )
+except KeyboardInterrupt:
+    # Ctrl-C while the libraries load, when this import is the command line's (the console script
+    # and ``python -m forensics`` import the package first): nothing was opened or read yet, so one
+    # line and exit 130, not a traceback. Imported by a program or a notebook, the interrupt is theirs.
+    _argv = getattr(_sys, "argv", None) or [""]
+    if _os.path.splitext(_os.path.basename(_argv[0]))[0] in ("forensics", "-m"):
+        _sys.stderr.write("interrupted: before any work began; nothing was read or written\n")
+        raise SystemExit(130) from None
+    raise
 
 __all__ = [
     "Case",

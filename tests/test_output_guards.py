@@ -147,3 +147,37 @@ def test_ctrl_c_stops_with_one_line_and_the_re_run_finishes(tmp_path: Path, wher
     with forensics.open_case(db, read_only=True) as a, forensics.open_case(sample_case_path, read_only=True) as b:
         assert a.sql(counts).fetchall() == b.sql(counts).fetchall()
         assert a.sql(totals).fetchall() == b.sql(totals).fetchall()
+
+
+# A Ctrl-C that lands while the package imports its libraries (1-3 s on a cold machine): raised
+# by an import hook at the moment forensics.analysis is imported, so the test never races.
+_INTERRUPTED_IMPORT = """
+import sys
+sys.argv = [{argv0!r}, "ingest"]
+class _CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == "forensics.analysis":
+            raise KeyboardInterrupt
+        return None
+sys.meta_path.insert(0, _CtrlC())
+import forensics
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv0", "one_line"),
+    [
+        ("/venv/bin/forensics", True),  # the console script
+        ("-m", True),  # python -m forensics, while the package is located
+        ("/home/me/analyse.py", False),  # a program that imports the library: the interrupt is its own
+    ],
+)
+def test_ctrl_c_while_the_libraries_load(argv0: str, one_line: bool) -> None:
+    p = subprocess.run([sys.executable, "-c", _INTERRUPTED_IMPORT.format(argv0=argv0)],
+                       capture_output=True, text=True, timeout=120)
+    if one_line:
+        assert p.returncode == 130
+        assert p.stderr == "interrupted: before any work began; nothing was read or written\n"
+    else:
+        assert p.returncode != 0
+        assert "KeyboardInterrupt" in p.stderr
