@@ -149,9 +149,9 @@ class _AbortedAfterInterrupt:
 def test_the_engine_writer_lets_an_interrupt_through() -> None:
     import pyarrow as pa
 
-    from forensics.sources.engine.loader import _Writer
+    from forensics.sources.engine.writer import Writer
 
-    w = _Writer(_AbortedAfterInterrupt(), file_id=1)  # type: ignore[arg-type]
+    w = Writer(_AbortedAfterInterrupt(), file_id=1)  # type: ignore[arg-type]
     w.parts[("n", "p", "engine_batches")] = [pa.table({"x": [1]})]
     with pytest.raises(RuntimeError, match="Query interrupted"):
         w.write()

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import gc
 import hashlib
 import os
 import queue
@@ -53,9 +52,15 @@ from forensics.sources.collect.layout import METRICS_RE, EngineSource, NodeRule,
 from forensics.sources.engine.catalogue import catalogue
 from forensics.sources.engine.prefix import NO_TS
 from forensics.sources.engine.scan import Scanned, Scanner
-from forensics.sources.engine.sql import INSERTS, MACROS
+from forensics.sources.engine.sql import MACROS
 from forensics.sources.engine.starts import rebuild_starts
 from forensics.sources.engine.timeinfer import Carry, LocalToUtc
+from forensics.sources.engine.writer import (
+    CHECKPOINT_THRESHOLD,
+    Writer,
+    checkpoint_threshold,
+    cycle_collector_paused,
+)
 from forensics.sources.engine.zones import zone_findings
 from forensics.sources.files import (
     Fingerprint,
@@ -89,16 +94,10 @@ SEGMENT_BYTES = 32 << 20
 #: outside DuckDB (peak RSS 1,347 MiB at 1 M requests, against 1,176 MiB with one, measured) for
 #: no CPU gain.
 FILES_IN_FLIGHT = 1
-#: Arrow bytes inserted per transaction at most (a file's rows are committed at its end, or at this
-#: size: ~3 GB of log text).
-TRANSACTION_BYTES = 1 << 30
 #: What the process holds outside DuckDB whatever the input (the interpreter, numpy, pyarrow,
 #: the scanner's compiled code: ~250-300 MiB measured): counted in the reserve, so the load
 #: budget (``memory_limit``) bounds the whole process, not DuckDB alone.
 INTERPRETER_BYTES = 256 << 20
-#: DuckDB's WAL checkpoint threshold while engine logs load (its default of 16 MB checkpointed
-#: after nearly every segment, recompressing the tables' last row groups each time).
-CHECKPOINT_THRESHOLD = "256MB"
 
 #: Typed tables an engine line can land in (for the per-file count).
 TABLES = ("engine_batches", "engine_requests", "engine_rejections", "engine_events", "engine_http",
@@ -200,116 +199,6 @@ def _file_day(src: EngineSource) -> int | None:
     return (d - dt.date(1970, 1, 1)).days
 
 
-@contextlib.contextmanager
-def _checkpoint_threshold(con: duckdb.DuckDBPyConnection, value: str) -> Iterator[None]:
-    """DuckDB's checkpoint threshold set to ``value`` while the block runs, restored after."""
-    row = con.execute("SELECT current_setting('checkpoint_threshold')").fetchone()
-    before = str(row[0]) if row else "16.0 MiB"
-    con.execute(f"SET checkpoint_threshold = '{value}'")
-    try:
-        yield
-    finally:
-        con.execute(f"SET checkpoint_threshold = '{before}'")
-
-
-@contextlib.contextmanager
-def _cycle_collector_paused() -> Iterator[None]:
-    """Python's cycle collector off while the blocks stream through, back on (and run) after.
-
-    The loader makes no reference cycles of its own, but it allocates many small containers (the
-    arguments of every compiled call, Arrow wrappers): the collector's generation-0 passes over
-    them cost a measured ~2 % of an engine ingest's CPU. Memory is bounded by the segments, not
-    by the collector.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
-class _Writer:
-    """Collects a segment's Arrow tables (per node and pod) and inserts them.
-
-    A file's segments go into one transaction, committed at the file's end (or every
-    :data:`TRANSACTION_BYTES`): a commit per segment cost ~35 % more insert CPU (each commit
-    appends partial row groups through the WAL and rewrites every table's last row group at the
-    next checkpoint), and it bought nothing: a file not finished is rolled back and read again
-    whole by the next ingest anyway. DuckDB writes a transaction's full row groups to the case
-    file as they fill, so what it holds of an open transaction stays bounded (the segments' Arrow
-    tables are read through a replacement scan, not a registered view: see :meth:`write`).
-    """
-
-    def __init__(self, con: duckdb.DuckDBPyConnection, file_id: int) -> None:
-        self.con = con
-        self.file_id = file_id
-        self.parts: dict[tuple[str, str, str], list[pa.Table]] = {}
-        self.rows: Counter[str] = Counter()
-        #: Arrow bytes inserted in the open transaction (None: none open)
-        self.open_bytes: int | None = None
-
-    def add(self, scanned: Scanned, node: str, pod: str) -> None:
-        for table, t in scanned.tables.items():
-            if t.num_rows:
-                self.parts.setdefault((node, pod, table), []).append(t)
-
-    def write(self) -> int:
-        """Insert the rows collected, inside the caller's transaction; the Arrow bytes inserted."""
-        con = self.con
-        n = 0
-        for (node, pod, table), parts in self.parts.items():
-            t = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
-            # read by DuckDB's replacement scan of this local name: a view registered (and dropped)
-            # inside the open transaction kept every segment's Arrow table alive until the commit
-            # (measured: RSS grew by the bytes inserted)
-            _engine_rows = t
-            con.execute(INSERTS[table], {"node": node, "pod": pod, "file_id": self.file_id})
-            del _engine_rows
-            n += t.nbytes
-            if table != "engine_startup_facts":
-                self.rows[table] += t.num_rows
-        self.parts.clear()
-        return n
-
-    def segment(self) -> None:
-        """One segment of a file not yet done: its rows into the file's open transaction."""
-        if not self.parts:
-            return
-        con = self.con
-        if self.open_bytes is None:
-            con.execute("BEGIN TRANSACTION")
-            self.open_bytes = 0
-        try:
-            self.open_bytes += self.write()
-        except BaseException:
-            self.abort()
-            raise
-        crash_point("engine", "segment")
-        if self.open_bytes >= TRANSACTION_BYTES:
-            self.commit()
-
-    def commit(self) -> None:
-        """The rows inserted so far (the file's last segment with them) committed."""
-        self.segment()
-        if self.open_bytes is None:
-            return
-        try:
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.abort()
-            raise
-        self.open_bytes = None
-
-    def abort(self) -> None:
-        """The open transaction (if any) rolled back."""
-        if self.open_bytes is not None:
-            self.open_bytes = None
-            with contextlib.suppress(duckdb.Error):
-                self.con.execute("ROLLBACK")
-
-
 def ingest_engine(
     case: Case,
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
@@ -369,7 +258,7 @@ def ingest_engine(
     pool = ThreadPoolExecutor(max_workers=1)
     try:
         with case.loading(reserve_bytes=_reserve(segment_bytes, chunk_bytes)), database_errors(), \
-                _checkpoint_threshold(con, CHECKPOINT_THRESHOLD), _cycle_collector_paused(), \
+                checkpoint_threshold(con, CHECKPOINT_THRESHOLD), cycle_collector_paused(), \
                 progress_bar(quiet, sum(s.path.stat().st_size for s in sources), "engine") as bar:
             recovered = led.recover()
             if recovered:
@@ -473,7 +362,7 @@ class _Job:
     done: bool = False
     result: ReadResult | None = None
     scanners: dict[tuple[str, str], Scanner] = field(default_factory=dict)
-    writer: _Writer | None = None
+    writer: Writer | None = None
     counts: Counter[str] = field(default_factory=Counter)
     pod_counts: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     rejected: list[tuple[int, str, bytes]] = field(default_factory=list)
@@ -499,7 +388,7 @@ class _Job:
         """A fresh job for the same evidence row, reading ``path``."""
         return _Job(case=self.case, src=self.src, fs=self.fs, snap=self.snap, tz=self.tz, rule=self.rule,
                     file_id=self.file_id, chunk_bytes=self.chunk_bytes, load=self.load, path=path,
-                    writer=_Writer(self.case.con, self.file_id))
+                    writer=Writer(self.case.con, self.file_id))
 
     def scanner(self, node: str, pod: str) -> Scanner:
         sc = self.scanners.get((node, pod))
@@ -631,7 +520,7 @@ def _register(led: Ledger, src: EngineSource, snap: Snapshot, fp: Fingerprint, t
                              options=options, head_sha256=fp.head_sha256)
     seen[fp.sha256] = job.load.file_id
     fs.file_id = job.file_id = job.load.file_id
-    job.writer = _Writer(case.con, job.file_id)
+    job.writer = Writer(case.con, job.file_id)
     return job
 
 
