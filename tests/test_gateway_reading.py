@@ -5,7 +5,6 @@ Split from test_ingest_gateway.py (loading and counting); the same fixtures.
 """
 from __future__ import annotations
 
-import datetime as dt
 import gzip
 import json
 import zlib
@@ -14,19 +13,18 @@ from typing import Any
 
 import pytest
 import zstandard
+from conftest import ROOT
 
 import forensics
 from forensics.sources.gateway import sniff
 
-ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures" / "gateway"
-SAMPLE = ROOT / "sample_data"
-T = dt.datetime
 
 
 @pytest.fixture
 def case() -> forensics.Case:
-    return forensics.open_case(":memory:", now=T(2026, 10, 27, 12, 0, 0))
+    """A fresh in-memory case (how a file is read needs no clock)."""
+    return forensics.open_case(":memory:")
 
 
 def test_sniff_containers() -> None:
