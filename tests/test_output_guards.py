@@ -181,3 +181,43 @@ def test_ctrl_c_while_the_libraries_load(argv0: str, one_line: bool) -> None:
     else:
         assert p.returncode != 0
         assert "KeyboardInterrupt" in p.stderr
+
+
+# The console script as pip wrote it, run as its own process; the Ctrl-C is raised by an import hook
+# (installed by a sitecustomize on PYTHONPATH) when the named module is looked up, so nothing races.
+_CTRL_C_AT_IMPORT = """
+import sys
+class _CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == {module!r}:
+            raise KeyboardInterrupt
+        return None
+sys.meta_path.insert(0, _CtrlC())
+"""
+
+
+@pytest.mark.parametrize(
+    ("launcher", "module"),
+    [
+        ("console script", "forensics.cli"),  # after the package, while the CLI and its libraries load
+        ("console script", "forensics.analysis"),  # while the package itself loads
+        ("python -m", "forensics.cli"),
+    ],
+)
+def test_ctrl_c_while_the_cli_imports_through_the_entry_point(tmp_path: Path, launcher: str, module: str) -> None:
+    script = Path(sys.executable).parent / "forensics"
+    assert script.exists(), f"{script}: the console script is missing (run make setup)"
+    (tmp_path / "sitecustomize.py").write_text(_CTRL_C_AT_IMPORT.format(module=module))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    cmd = [str(script)] if launcher == "console script" else [sys.executable, "-m", "forensics"]
+    p = subprocess.run([*cmd, "ingest", str(tmp_path / "c.duckdb"), "--gateway", str(FIX)],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False)
+    assert p.returncode == 130, p.stderr
+    assert p.stderr == "interrupted: before any work began; nothing was read or written\n"
+    assert not (tmp_path / "c.duckdb").exists()
+
+
+def test_the_console_script_runs_the_cli() -> None:
+    p = subprocess.run([str(Path(sys.executable).parent / "forensics"), "--version"], capture_output=True,
+                       text=True, timeout=120, check=False)
+    assert p.returncode == 0 and p.stdout.startswith("forensics"), p.stderr
