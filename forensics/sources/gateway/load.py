@@ -22,7 +22,7 @@ from forensics.sources.gateway.numbering import (
     positional_ok,
     raw_lines,
 )
-from forensics.sources.gateway.readers import lit
+from forensics.sources.gateway.readers import CSV_TOO_FEW, CSV_TOO_MANY, lit
 from forensics.sources.gateway.sniffing import FilePlan, is_otlp
 from forensics.sources.gateway.sql import build_insert_sql, source_sql, unstash_sql
 from forensics.sources.redact import redact_csv_row
@@ -114,7 +114,35 @@ def load_files(con: duckdb.DuckDBPyConnection, items: list[Item], tz: str) -> di
     counts = finish_load(con, items, direct_n, tz)
     for fid, warning in warnings.items():
         counts[fid].warning = warning
+    for it in items:
+        if is_csv and plan.sniff.columns:
+            _csv_width_raws(con, it, exact=warnings.get(it.file_id) is None)
     return counts
+
+
+def _csv_width_raws(con: duckdb.DuckDBPyConnection, it: Item, exact: bool) -> None:
+    """Give the CSV records rejected for their width (:func:`csv_records`) their raw bytes.
+
+    Read from the file at the record's line once the lines are numbered (the first physical line
+    of a record that spans several), redacted like every rejected CSV row. When the numbers are
+    only approximate the raw bytes are left out (NULL) rather than taken from the wrong line.
+    """
+    markers = [CSV_TOO_MANY.encode(), CSV_TOO_FEW.encode()]
+    rows = con.execute("SELECT line_no, reason FROM rejected_lines WHERE file_id = $f AND list_contains($m, raw) "
+                       "ORDER BY line_no", {"f": it.file_id, "m": markers}).fetchall()
+    if not rows:
+        return
+    con.execute("DELETE FROM rejected_lines WHERE file_id = $f AND list_contains($m, raw)",
+                {"f": it.file_id, "m": markers})
+    if not exact:
+        con.executemany("INSERT INTO rejected_lines VALUES (?, ?, NULL, NULL, NULL)",
+                        [(it.file_id, int(ln), f"{reason} (its raw bytes not kept: line numbers approximate)")
+                         for ln, reason in rows])
+        return
+    raws = raw_lines(Path(it.read_path), it.comp, {int(ln) for ln, _ in rows})
+    header, delim = list(it.plan.sniff.columns), it.plan.sniff.delim
+    store_rejected(con, it.file_id, [(int(ln), str(reason), redact_csv_row(raws.get(int(ln), b""), header, delim))
+                                     for ln, reason in rows])
 
 
 def finish_load(con: duckdb.DuckDBPyConnection, items: list[Item], direct_n: dict[int, int], tz: str) -> dict[int, Counts]:

@@ -49,3 +49,50 @@ def csv_options(delim: str, columns: tuple[str, ...] = ()) -> str:
     if not columns:
         return base + ", all_varchar=true"
     return base + ", auto_detect=false, columns={" + ", ".join(f"{lit(c)}: 'VARCHAR'" for c in columns) + "}"
+
+
+#: The column read after a CSV header's own: a record with more fields than the header fills it
+#: (DuckDB's non-strict reader would drop them silently), so the record is rejected, not shortened.
+CSV_EXTRA_COLUMN = "\x01forensics_extra_field"
+
+#: What read_csv returns for a field equal to it (never in a log): an empty field stays '' and a
+#: field missing from a short record is NULL, so the two can be told apart.
+CSV_NO_NULL = "\x01forensics_no_null\x01"
+
+#: The ``line`` a CSV record of the wrong width becomes (no field of it: nothing to redact); the
+#: reason names the fault and the raw bytes are read from the file once its lines are numbered.
+CSV_TOO_MANY = '["csv record", "too many fields"]'
+CSV_TOO_FEW = '["csv record", "too few fields"]'
+
+
+def csv_records(path: str, delim: str, columns: tuple[str, ...], comp: str, rejects: str) -> str:
+    """SQL of ``(line)`` for a CSV file's records: JSON objects, or a marker for a wrong width.
+
+    Read with the header's columns plus :data:`CSV_EXTRA_COLUMN`, short records padded with NULL
+    (``null_padding``) and empty fields kept as '' (:data:`CSV_NO_NULL`): a record with more
+    fields than the header fills the extra column, one with fewer leaves its last column NULL;
+    both become :data:`CSV_TOO_MANY` / :data:`CSV_TOO_FEW` and are rejected. ``strict_mode``
+    stays off: it refuses a whole file whose lines end in both CRLF and LF. The reader runs on
+    one thread: DuckDB's parallel CSV scanner refuses ``null_padding`` beside a quoted newline.
+    Empty fields become NULL in the JSON, as DuckDB's default reading gives them.
+
+    Example:
+        >>> "null_padding=true" in csv_records("a.csv", ",", ("a", "b"), "none", "r")
+        True
+    """
+    names = [*columns, CSV_EXTRA_COLUMN]
+    cols = "{" + ", ".join(f"{lit(c)}: 'VARCHAR'" for c in names) + "}"
+
+    def ident(c: str) -> str:
+        return '"' + c.replace('"', '""') + '"'
+
+    record = ", ".join(f"{ident(c)} := nullif(c.{ident(c)}, '')" for c in columns)
+    return (
+        f"SELECT CASE WHEN c.{ident(CSV_EXTRA_COLUMN)} IS NOT NULL THEN {lit(CSV_TOO_MANY)} "
+        f"WHEN c.{ident(columns[-1])} IS NULL THEN {lit(CSV_TOO_FEW)} "
+        f"ELSE to_json(struct_pack({record})) END AS line "
+        f"FROM read_csv({lit(path)}, delim={lit(delim)}, quote='\"', escape='\"', header=true, "
+        f"strict_mode=false, auto_detect=false, columns={cols}, null_padding=true, parallel=false, "
+        f"nullstr={lit(CSV_NO_NULL)}, ignore_errors=true, store_rejects=true, rejects_table={lit(rejects)}, "
+        f"rejects_scan={lit(rejects + '_scan')}, compression={lit(duck_compression(comp))}) c"
+    )

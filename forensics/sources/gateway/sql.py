@@ -16,7 +16,15 @@ import re
 import duckdb
 
 from forensics.errors import InputError
-from forensics.sources.gateway.readers import csv_options, duck_compression, lines_reader, lit
+from forensics.sources.gateway.readers import (
+    CSV_TOO_FEW,
+    CSV_TOO_MANY,
+    csv_options,
+    csv_records,
+    duck_compression,
+    lines_reader,
+    lit,
+)
 from forensics.sources.gateway.sniffing import FilePlan, is_otlp
 from forensics.sources.gateway.spec import COLUMN_KIND, Col, Spec, json_path
 from forensics.sources.redact import REDACT_SQL_MACRO
@@ -202,6 +210,9 @@ def source_sql(plan: FilePlan, read_path: str, comp: str, rejects: str, position
         return f"SELECT {rn} AS rn, line FROM {lines_reader(read_path, comp, rejects)}"
     if c == "text":
         return f"SELECT {rn} AS rn, line FROM {lines_reader(read_path, comp, rejects)}"
+    if c == "csv" and plan.sniff.columns:
+        rows = csv_records(read_path, plan.sniff.delim, plan.sniff.columns, comp, rejects)
+        return f"SELECT {rn} AS rn, line FROM ({rows})"
     if c == "csv":
         return (
             f"SELECT {rn} AS rn, to_json(c) AS line FROM read_csv({lit(read_path)}, "
@@ -455,8 +466,14 @@ def reason_sql(plan: FilePlan) -> str:
 
     invalid = " ".join(f"WHEN bad = {lit(n)} THEN {lit('invalid ' + named(n) + ': ')} || left(v_{n}, 100)"
                        for n in _checked_columns(spec))
+    width = ""
+    if plan.sniff.container == "csv":
+        # the record's fields were not loaded at all: one with fields beyond the header's is never
+        # shortened to fit (csv_records), one that stops short is never padded
+        width = (f"WHEN line = {lit(CSV_TOO_MANY)} THEN 'CSV row has too many fields' "
+                 f"WHEN line = {lit(CSV_TOO_FEW)} THEN 'CSV row has too few fields'\n    ")
     return f"""CASE WHEN line IS NULL OR trim(line) = '' THEN 'empty line'
-    WHEN NOT parsed OR (json_valid(line) AND NOT {'true' if text else "json_type(line) = 'OBJECT'"}) THEN {parse_fail}
+    {width}    WHEN NOT parsed OR (json_valid(line) AND NOT {'true' if text else "json_type(line) = 'OBJECT'"}) THEN {parse_fail}
     WHEN NOT keep THEN {lit(spec.keep_reason or 'filtered out')}
     WHEN raw_start IS NULL AND raw_end IS NULL THEN {lit('missing timestamp (' + ts_fields + ')')}
     WHEN raw_start IS NOT NULL AND t_s IS NULL THEN {lit('unparseable timestamp in ' + named('ts_start') + ': ')}
