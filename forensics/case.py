@@ -34,7 +34,7 @@ from forensics.kinds import BACKENDS, Backend, FileKind
 if TYPE_CHECKING:
     from forensics.sources.summary import IngestSummary
 
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
 
 #: DuckDB memory limit while logs are loaded; bounded so multi-GB inputs stream instead of
 #: exhausting RAM (a loader's peak RSS stays under 1 GiB with the default).

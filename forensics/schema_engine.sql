@@ -94,8 +94,8 @@ CREATE TABLE IF NOT EXISTS engine_requests (
     bootstrap_port      INTEGER,
     bootstrap_room      BIGINT,    -- joins prefill to decode (with bootstrap_host)
     stream              BOOLEAN,
-    header_request_id   VARCHAR,   -- x-request-id (or x-correlation-id, x-trace-id, request-id) header if logged
-    headers             VARCHAR,   -- JSON text of the logged headers
+    header_request_id   VARCHAR,   -- x-request-id (or x-correlation-id, x-trace-id, request-id) header if logged;
+                                   -- the other headers are not stored (byte_offset re-reads the line)
     prompt_tokens       BIGINT,    -- meta_info prompt_tokens / metrics prompt_tokens
     completion_tokens   BIGINT,
     cached_tokens       BIGINT,

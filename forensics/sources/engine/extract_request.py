@@ -13,9 +13,10 @@ take their first occurrence, dict keys their last (the ``out`` dict comes last, 
 token up to the next ``,()[]{}`` or quote, or empty: the grammar of the previous SQL loader's
 tokeniser regex, run here as compiled code.
 
-The ``headers`` dict becomes a JSON object with lower-cased names (``header_request_id`` is the
-first of ``x-request-id``, ``x-correlation-id``, ``x-trace-id``, ``request-id``), built directly
-into a buffer.
+Of the ``headers`` dict only ``header_request_id`` is kept: the value of the first of
+``x-request-id``, ``x-correlation-id``, ``x-trace-id``, ``request-id`` (names compared in lower case;
+none when a name repeats after lower-casing). The whole dict is not stored: no question reads it,
+and the line's byte offset re-reads it from the file on demand.
 
 Example:
     >>> import numpy as np
@@ -256,47 +257,6 @@ def cap_end(buf: np.ndarray, s: int, e: int, limit: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _json_escape(buf: np.ndarray, s: int, e: int, out: np.ndarray, o: int, lower: bool) -> int:
-    hexd = b"0123456789abcdef"
-    for i in range(s, e):
-        c = buf[i]
-        if lower and 65 <= c <= 90:
-            c += 32
-        if c == 34 or c == 92:
-            out[o] = 92
-            out[o + 1] = c
-            o += 2
-        elif c < 32:
-            out[o] = 92
-            if c == 8:
-                out[o + 1] = 98
-                o += 2
-            elif c == 9:
-                out[o + 1] = 116
-                o += 2
-            elif c == 10:
-                out[o + 1] = 110
-                o += 2
-            elif c == 12:
-                out[o + 1] = 102
-                o += 2
-            elif c == 13:
-                out[o + 1] = 114
-                o += 2
-            else:
-                out[o + 1] = 117
-                out[o + 2] = 48
-                out[o + 3] = 48
-                out[o + 4] = hexd[c >> 4]
-                out[o + 5] = hexd[c & 15]
-                o += 6
-        else:
-            out[o] = c
-            o += 1
-    return o
-
-
-@numba.njit(cache=True, nogil=True)
 def _same_lower(buf: np.ndarray, s: int, e: int, data: np.ndarray, a: int, b: int) -> bool:
     if e - s != b - a:
         return False
@@ -310,10 +270,10 @@ def _same_lower(buf: np.ndarray, s: int, e: int, data: np.ndarray, a: int, b: in
 
 
 @numba.njit(cache=True, nogil=True)
-def _headers(buf: np.ndarray, hs: int, he: int, pairs: np.ndarray, out: np.ndarray, o: int,
-             h_data: np.ndarray, h_offs: np.ndarray) -> tuple[int, int, int, int]:
-    """Write the headers dict buf[hs:he] as a JSON object at out[o:]; return (json_start, json_end,
-    id_start, id_end), -1 where absent (no pairs, or a name repeated after lower-casing)."""
+def _header_id(buf: np.ndarray, hs: int, he: int, pairs: np.ndarray, h_data: np.ndarray,
+               h_offs: np.ndarray) -> tuple[int, int]:
+    """(start, end) of the request-id header's value in the headers dict buf[hs:he], -1 where
+    absent (no such header, no pairs, or a name repeated after lower-casing)."""
     n = 0
     p = hs
     while p < he and n < pairs.shape[0]:
@@ -340,7 +300,7 @@ def _headers(buf: np.ndarray, hs: int, he: int, pairs: np.ndarray, out: np.ndarr
                         continue
         p += 1
     if n == 0:
-        return -1, -1, -1, -1
+        return -1, -1
     for a in range(n):
         for b in range(a):
             la = pairs[a, 1] - pairs[a, 0]
@@ -357,24 +317,7 @@ def _headers(buf: np.ndarray, hs: int, he: int, pairs: np.ndarray, out: np.ndarr
                         same = False
                         break
                 if same:
-                    return -1, -1, -1, -1
-    j0 = o
-    out[o] = 123
-    o += 1
-    for a in range(n):
-        if a:
-            out[o] = 44
-            o += 1
-        out[o] = 34
-        o = _json_escape(buf, pairs[a, 0], pairs[a, 1], out, o + 1, True)
-        out[o] = 34
-        out[o + 1] = 58
-        out[o + 2] = 34
-        o = _json_escape(buf, pairs[a, 2], pairs[a, 3], out, o + 3, False)
-        out[o] = 34
-        o += 1
-    out[o] = 125
-    o += 1
+                    return -1, -1
     ids = -1
     ide = -1
     for h in range(h_offs.shape[0] - 1):
@@ -385,14 +328,13 @@ def _headers(buf: np.ndarray, hs: int, he: int, pairs: np.ndarray, out: np.ndarr
                 break
         if ids >= 0:
             break
-    return j0, o, ids, ide
+    return ids, ide
 
 
 @numba.njit(cache=True, nogil=True)
-def _finish(buf: np.ndarray, sp: np.ndarray, finished: np.ndarray, cols: np.ndarray, jbuf: np.ndarray,
-            h_data: np.ndarray, h_offs: np.ndarray) -> int:
+def _finish(buf: np.ndarray, sp: np.ndarray, finished: np.ndarray, cols: np.ndarray,
+            h_data: np.ndarray, h_offs: np.ndarray) -> None:
     pairs = np.empty((256, 4), dtype=np.int64)
-    o = 0
     for li in range(sp.shape[0]):
         rs, re_ = unquote(buf, sp[li, F_RID, 0], sp[li, F_RID, 1])
         if rs < 0:
@@ -412,46 +354,40 @@ def _finish(buf: np.ndarray, sp: np.ndarray, finished: np.ndarray, cols: np.ndar
         cols[li, 8] = st
         hs = sp[li, F_HEADERS, 0]
         if hs >= 0:
-            j0, j1, i0, i1 = _headers(buf, hs, sp[li, F_HEADERS, 1], pairs, jbuf, o, h_data, h_offs)
+            cols[li, 9], cols[li, 10] = _header_id(buf, hs, sp[li, F_HEADERS, 1], pairs, h_data, h_offs)
         else:
-            j0, j1, i0, i1 = -1, -1, -1, -1
-        if j0 >= 0:
-            o = j1
-        cols[li, 9], cols[li, 10] = j0, j1
-        cols[li, 11], cols[li, 12] = i0, i1
-        cols[li, 13], cols[li, 14] = unquote(buf, sp[li, F_PT, 0], sp[li, F_PT, 1])
-        cols[li, 15], cols[li, 16] = unquote(buf, sp[li, F_CT, 0], sp[li, F_CT, 1])
-        cols[li, 17], cols[li, 18] = unquote(buf, sp[li, F_CACHED, 0], sp[li, F_CACHED, 1])
+            cols[li, 9], cols[li, 10] = -1, -1
+        cols[li, 11], cols[li, 12] = unquote(buf, sp[li, F_PT, 0], sp[li, F_PT, 1])
+        cols[li, 13], cols[li, 14] = unquote(buf, sp[li, F_CT, 0], sp[li, F_CT, 1])
+        cols[li, 15], cols[li, 16] = unquote(buf, sp[li, F_CACHED, 0], sp[li, F_CACHED, 1])
         ts, te = -1, -1
         if finished[li]:
             ts, te = unquote(buf, sp[li, F_TYPE, 0], sp[li, F_TYPE, 1])
-        cols[li, 19], cols[li, 20] = ts, te
+        cols[li, 17], cols[li, 18] = ts, te
         is_len = te - ts == 6 and buf[ts] == 108 and buf[ts + 1] == 101 and buf[ts + 2] == 110 \
             and buf[ts + 3] == 103 and buf[ts + 4] == 116 and buf[ts + 5] == 104
         is_abort = te - ts == 5 and buf[ts] == 97 and buf[ts + 1] == 98 and buf[ts + 2] == 111 \
             and buf[ts + 3] == 114 and buf[ts + 4] == 116
-        cols[li, 21], cols[li, 22] = unquote(buf, sp[li, F_LEN, 0], sp[li, F_LEN, 1]) if is_len else (-1, -1)
-        cols[li, 23], cols[li, 24] = unquote(buf, sp[li, F_STATUS, 0], sp[li, F_STATUS, 1]) if is_abort \
+        cols[li, 19], cols[li, 20] = unquote(buf, sp[li, F_LEN, 0], sp[li, F_LEN, 1]) if is_len else (-1, -1)
+        cols[li, 21], cols[li, 22] = unquote(buf, sp[li, F_STATUS, 0], sp[li, F_STATUS, 1]) if is_abort \
             else (-1, -1)
         ms, me = unquote(buf, sp[li, F_MSG, 0], sp[li, F_MSG, 1]) if is_abort else (-1, -1)
         if ms >= 0:
             me = cap_end(buf, ms, me, 1024)
-        cols[li, 25], cols[li, 26] = ms, me
-        cols[li, 27], cols[li, 28] = unquote(buf, sp[li, F_LAT, 0], sp[li, F_LAT, 1])
-    return o
+        cols[li, 23], cols[li, 24] = ms, me
+        cols[li, 25], cols[li, 26] = unquote(buf, sp[li, F_LAT, 0], sp[li, F_LAT, 1])
 
 
 #: Column spans produced by :func:`finish_records` (pairs of start, end in ``cols``).
-COLS = ("rid", "host", "port", "room", "stream", "headers", "header_id", "pt", "ct", "cached", "ftype",
-        "flen", "fstatus", "fmsg", "e2e")
+COLS = ("rid", "host", "port", "room", "stream", "header_id", "pt", "ct", "cached", "ftype", "flen",
+        "fstatus", "fmsg", "e2e")
 
 
-def finish_records(buf: np.ndarray, spans: np.ndarray, finished: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def finish_records(buf: np.ndarray, spans: np.ndarray, finished: np.ndarray) -> np.ndarray:
     """Typed-column spans of request records: ``cols[:, 2*i:2*i+2]`` for each of :data:`COLS`
-    (``stream`` is one value: 1, 0 or -1), and the buffer holding the headers' JSON objects."""
+    (``stream`` is one value: 1, 0 or -1)."""
     n = spans.shape[0]
-    cols = np.empty((n, 29), dtype=np.int64)
-    hlen = np.where(spans[:, F_HEADERS, 0] >= 0, spans[:, F_HEADERS, 1] - spans[:, F_HEADERS, 0], 0)
-    jbuf = np.empty(int(hlen.sum()) * 6 + 2 * n + 16, dtype=np.uint8)
-    used = _finish(buf, spans, finished.astype(np.bool_), cols, jbuf, _H_DATA, _H_OFFS) if n else 0
-    return cols, jbuf[:used]
+    cols = np.empty((n, 2 * len(COLS) - 1), dtype=np.int64)
+    if n:
+        _finish(buf, spans, finished.astype(np.bool_), cols, _H_DATA, _H_OFFS)
+    return cols

@@ -327,7 +327,7 @@ class Scanner:
     def _requests(self, ctx: _Ctx, rows: np.ndarray, finished: bool) -> pa.Table:
         buf = ctx.buf
         spans = xr.scan_records(buf, ctx.msg[rows], ctx.batch.ends[rows])
-        c, jbuf = xr.finish_records(buf, spans, np.full(rows.shape[0], finished))
+        c = xr.finish_records(buf, spans, np.full(rows.shape[0], finished))
         cols = self._common(ctx, rows)
         cols["kind"] = _repeat("finished" if finished else "received", rows.shape[0])
         cols["rid"] = to_strings(buf, c[:, 0], c[:, 1])
@@ -337,18 +337,16 @@ class Scanner:
         v, st = parse_ints(buf, c[:, 6], c[:, 7])
         cols["bootstrap_room"] = int_array(self.con, buf, c[:, 6], c[:, 7], v, st)
         cols["stream"] = pa.array(c[:, 8] == 1, mask=c[:, 8] < 0)
-        cols["header_request_id"] = to_strings(buf, c[:, 11], c[:, 12])
-        headers = to_strings(jbuf, c[:, 9], c[:, 10])
-        cols["headers"] = redact_text(headers)
-        for name, a in (("prompt_tokens", 13), ("completion_tokens", 15), ("cached_tokens", 17),
-                        ("finish_length", 21)):
+        cols["header_request_id"] = to_strings(buf, c[:, 9], c[:, 10])
+        for name, a in (("prompt_tokens", 11), ("completion_tokens", 13), ("cached_tokens", 15),
+                        ("finish_length", 19)):
             v, st = parse_ints(buf, c[:, a], c[:, a + 1])
             cols[name] = int_array(self.con, buf, c[:, a], c[:, a + 1], v, st)
-        cols["finish_type"] = to_strings(buf, c[:, 19], c[:, 20])
-        v, st = parse_ints(buf, c[:, 23], c[:, 24])
-        cols["finish_status_code"] = int_array(self.con, buf, c[:, 23], c[:, 24], v, st, pa.int32())
-        cols["finish_message"] = to_strings(buf, c[:, 25], c[:, 26])
-        cols["e2e_latency"] = to_strings(buf, c[:, 27], c[:, 28])  # cast by DuckDB
+        cols["finish_type"] = to_strings(buf, c[:, 17], c[:, 18])
+        v, st = parse_ints(buf, c[:, 21], c[:, 22])
+        cols["finish_status_code"] = int_array(self.con, buf, c[:, 21], c[:, 22], v, st, pa.int32())
+        cols["finish_message"] = to_strings(buf, c[:, 23], c[:, 24])
+        cols["e2e_latency"] = to_strings(buf, c[:, 25], c[:, 26])  # cast by DuckDB
         cols.update(self._tail(ctx, rows))
         return _request_table(cols, rows.shape[0])
 
@@ -539,7 +537,7 @@ class _Ctx:
 
 
 _REQUEST_COLS = ("ts", "ts_inferred", "kind", "rid", "bootstrap_host", "bootstrap_port", "bootstrap_room", "stream",
-                 "header_request_id", "headers", "prompt_tokens", "completion_tokens", "cached_tokens", "finish_type",
+                 "header_request_id", "prompt_tokens", "completion_tokens", "cached_tokens", "finish_type",
                  "finish_length", "finish_status_code", "finish_message", "e2e_latency", "input_len", "output_len",
                  "stats_type", "line_no", "byte_offset")
 _REQUEST_TYPES = {"bootstrap_port": pa.int32(), "bootstrap_room": pa.int64(), "stream": pa.bool_(),

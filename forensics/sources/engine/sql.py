@@ -79,21 +79,20 @@ SELECT coalesce(ts, jts) AS ts,
        CASE WHEN ts IS NULL AND jts IS NOT NULL THEN false ELSE ts_inferred END AS ts_inferred,
        kind, rid, host AS bootstrap_host, try_cast(port AS INTEGER) AS bootstrap_port,
        try_cast(room AS BIGINT) AS bootstrap_room, try_cast(stream AS BOOLEAN) AS stream,
-       coalesce(j[8], j[9], j[10], j[11]) AS header_request_id,
-       CASE WHEN j[7] IS NULL THEN NULL ELSE _eng_redact(j[7]) END AS headers,
-       _eng_int(j[12]) AS prompt_tokens, _eng_int(j[13]) AS completion_tokens, _eng_int(j[14]) AS cached_tokens,
+       coalesce(j[7], j[8], j[9], j[10]) AS header_request_id,
+       _eng_int(j[11]) AS prompt_tokens, _eng_int(j[12]) AS completion_tokens, _eng_int(j[13]) AS cached_tokens,
        ftype AS finish_type,
-       CASE WHEN ftype = 'length' THEN _eng_int(j[16]) END AS finish_length,
-       try_cast(j[17] AS INTEGER) AS finish_status_code, _eng_cap(j[18]) AS finish_message,
-       j[19] AS e2e_latency, line_no, byte_offset, _valid
+       CASE WHEN ftype = 'length' THEN _eng_int(j[15]) END AS finish_length,
+       try_cast(j[16] AS INTEGER) AS finish_status_code, _eng_cap(j[17]) AS finish_message,
+       j[18] AS e2e_latency, line_no, byte_offset, _valid
 FROM (
-    SELECT *, j[1] AS rid, j[3] AS host, j[4] AS port, j[5] AS room, j[6] AS stream, j[15] AS ftype,
-           _eng_localts(j[20], $tz) AS jts
+    SELECT *, j[1] AS rid, j[3] AS host, j[4] AS port, j[5] AS room, j[6] AS stream, j[14] AS ftype,
+           _eng_localts(j[19], $tz) AS jts
     FROM (
         SELECT line_no, byte_offset, ts, ts_inferred, json_valid(msg) AS _valid,
                CASE WHEN contains(left(msg, 200), 'request.finished') THEN 'finished' ELSE 'received' END AS kind,
                CASE WHEN json_valid(msg) THEN json_extract_string(msg, ['$.rid', '$.event', '$.obj.bootstrap_host',
-                   '$.obj.bootstrap_port', '$.obj.bootstrap_room', '$.obj.stream', '$.headers',
+                   '$.obj.bootstrap_port', '$.obj.bootstrap_room', '$.obj.stream',
                    '$.headers."x-request-id"', '$.headers."x-correlation-id"', '$.headers."x-trace-id"',
                    '$.headers."request-id"', '$.out.meta_info.prompt_tokens', '$.out.meta_info.completion_tokens',
                    '$.out.meta_info.cached_tokens', '$.out.meta_info.finish_reason.type',
