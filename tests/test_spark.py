@@ -348,7 +348,7 @@ def test_a_parquet_case_opened_twice_shares_its_tables_and_results(ingested: Cas
             "SELECT count(*) FROM requests").fetchall()
     finally:
         again.close()
-    assert ingested.spark.catalog.isCached("requests")  # type: ignore[attr-defined]
+    assert ingested.is_kept("requests")  # type: ignore[attr-defined]
     assert ingested.sql("SELECT count(*) AS n FROM gateway_requests").fetchall()[0][0] > 0
 
 

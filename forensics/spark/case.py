@@ -170,12 +170,14 @@ def _heavy(select_sql: str) -> bool:
 
 @dataclass
 class _Opened:
-    """A Parquet case open in this process: its Spark session (tables, cached views) and results."""
+    """A Parquet case open in this process: its Spark session (tables, kept derived tables and views) and results."""
 
     context: Any
     spark: SparkSession
     views: list[str]
     results: dict[tuple[str, tuple[tuple[str, str], ...]], pa.Table]
+    #: the derived tables and heavy views, each computed once (see SparkCase._keep)
+    kept: dict[str, DataFrame]
     users: int = 0
 
 
@@ -208,6 +210,7 @@ class SparkCase(Case):
         self.now = now
         self.memory_limit = self.query_memory_limit = "2GB"
         self._results: dict[tuple[str, tuple[tuple[str, str], ...]], pa.Table] = {}
+        self._kept: dict[str, DataFrame] = {}
         if not is_remote(self.path):
             self.manifest: Manifest = read_manifest(self.path)  # before starting a JVM
         # results are small: they live in an in-process DuckDB for the outputs
@@ -222,12 +225,12 @@ class SparkCase(Case):
             # the same case (same manifest) already open in this process: its tables, cached
             # derived tables and results are shared, not built again (a Parquet case never changes)
             self.spark: SparkSession = opened.spark
-            self._views, self._results = opened.views, opened.results
+            self._views, self._results, self._kept = opened.views, opened.results, opened.kept
         else:
             #: a session of this case's own: temp views (its tables) are per session
             self.spark = base.newSession()
             self._register()
-            opened = _Opened(base.sparkContext, self.spark, self._views, self._results)
+            opened = _Opened(base.sparkContext, self.spark, self._views, self._results, self._kept)
             _OPENED[self._key] = opened
         opened.users += 1
 
@@ -255,18 +258,40 @@ class SparkCase(Case):
             steps = (statement_steps(overrides[name], f"v_{name}", read="spark") if name in overrides
                      else _view_steps(name, create_sql))
             df = run_steps(self.spark, steps, {})
-            df.createOrReplaceTempView(name)
-            if _heavy(create_sql):
-                self.spark.sql(f"CACHE LAZY TABLE `{name}`")
+            (self._keep(name, df) if _heavy(create_sql) else df).createOrReplaceTempView(name)
         self._build_facts(early=False)
+
+    def _keep(self, name: str, df: DataFrame) -> DataFrame:
+        """``df`` computed once, when first read, and kept; later plans see its rows, not its plan.
+
+        A lazy local checkpoint, not ``CACHE TABLE``: a cached view still hands every query that
+        reads it its whole analysed plan (the facts read facts that read views: plans of 9-35 MB
+        of text on the sample), which Spark analyses, matches against every cache entry and
+        prints for each query; most of the Spark tests' time went there, not into the tasks.
+        """
+        self._drop_kept(name)
+        kept = df.localCheckpoint(eager=False)
+        self._kept[name] = kept
+        return kept
+
+    def is_kept(self, name: str) -> bool:
+        """True while the derived table or view ``name`` is held computed (or to be, on first read)."""
+        kept = self._kept.get(name)
+        return kept is not None and jvm_gone() is None and bool(
+            kept._jdf.queryExecution().analyzed().rdd().getStorageLevel().isValid())
+
+    def _drop_kept(self, name: str) -> None:
+        kept = self._kept.pop(name, None)
+        if kept is not None and jvm_gone() is None:
+            kept._jdf.queryExecution().analyzed().rdd().unpersist(False)
 
     def _build_facts(self, *, early: bool | None = None) -> None:
         """The derived tables (:data:`forensics.facts.FACTS`, in order) as views of this session.
 
         Built from the case's own tables, never read from the Parquet case (an export leaves them
-        out). Every one is cached (computed once, when first read), the ones DuckDB keeps as views
-        too: a Parquet case never changes, and Spark would compute a view again for each query
-        that reads it (``requests`` twice in ``affected_requests`` alone).
+        out). Every one is kept (:meth:`_keep`: computed once, when first read), the ones DuckDB
+        keeps as views too: a Parquet case never changes, and Spark would compute a view again for
+        each query that reads it (``requests`` twice in ``affected_requests`` alone).
         ``early``: only the facts that read nothing but the case's tables (True), only the others
         (False), or all (None).
         """
@@ -276,10 +301,8 @@ class SparkCase(Case):
         for name in FACTS:
             if early is not None and early != (set(fact_reads(name)) <= tables):
                 continue
-            self.spark.sql(f"UNCACHE TABLE IF EXISTS `{name}`")
             df = run_steps(self.spark, statement_steps(fact_sql(name), f"f_{name}"), {})
-            df.createOrReplaceTempView(name)
-            self.spark.sql(f"CACHE LAZY TABLE `{name}`")
+            self._keep(name, df).createOrReplaceTempView(name)
         views: list[str] = self.__dict__.setdefault("_views", [])  # in place: shared by every open of the case
         views.extend(n for n in FACTS if n not in views)
 
@@ -406,7 +429,7 @@ class SparkCase(Case):
         return check_output(out, evidence=local)
 
     def close(self) -> None:
-        """Drop the case's cached views and its in-process result store (the session stays).
+        """Release the case's kept derived tables and views and its in-process result store (the session stays).
 
         While the same case is open elsewhere in the process (shared tables), only this handle closes.
         """
@@ -417,9 +440,8 @@ class SparkCase(Case):
                 self.con.close()
                 return
             del _OPENED[self._key]
-        if jvm_gone() is None:
-            for name in getattr(self, "_views", []):
-                self.spark.sql(f"UNCACHE TABLE IF EXISTS `{name}`")
+        for name in list(self._kept):
+            self._drop_kept(name)
         self.con.close()
 
     def __repr__(self) -> str:
