@@ -352,6 +352,34 @@ def test_a_parquet_case_opened_twice_shares_its_tables_and_results(ingested: Cas
     assert ingested.sql("SELECT count(*) AS n FROM gateway_requests").fetchall()[0][0] > 0
 
 
+def test_a_parquet_case_opens_and_answers_without_adaptive_execution(spark: Any, sample_case: Case,
+                                                                    ingested_dir: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: with ``spark.sql.adaptive.enabled=false`` opening a case failed building
+    request_keys (``UNRESOLVED_COLUMN m.chain_id``) while the derived tables were cached views: each
+    view carried the plans of the facts it read, chain_matches' chain_id was request_chains' own
+    attribute (the same expression id), and the join of the two could not tell them apart. Kept as
+    checkpoints, each derived table is a relation of its own; the answers do not depend on AQE."""
+    case_dir = tmp_path / "case"
+    shutil.copytree(ingested_dir, case_dir)  # not the shared open case: this one is built here
+    new_session = type(spark).newSession
+
+    def without_aqe(self: Any) -> Any:
+        s = new_session(self)
+        s.conf.set("spark.sql.adaptive.enabled", "false")
+        return s
+
+    monkeypatch.setattr(type(spark), "newSession", without_aqe)
+    case = forensics.open_case(case_dir, backend="spark")
+    try:
+        assert case.spark.conf.get("spark.sql.adaptive.enabled") == "false"  # type: ignore[attr-defined]
+        for fact in ("request_keys", "requests"):
+            _same(sample_case.sql(f"SELECT * FROM {fact}"), case.sql(f"SELECT * FROM {fact}"))
+        _same(forensics.affected_requests(sample_case), forensics.affected_requests(case))
+    finally:
+        case.close()
+
+
 def test_outputs_never_go_over_the_parquet_case_or_its_evidence(ingested: Case, ingested_dir: Path,
                                                                  tmp_path: Path) -> None:
     """What the CLI checks before writing (``-o``), on a Parquet case: its directory and its evidence."""
