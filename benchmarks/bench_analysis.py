@@ -8,15 +8,22 @@ times; reports per query the best and median seconds, the row count, and the tot
 With ``--generate N`` it first builds the case: ``forensics.sample.generate(DIR, requests=N)``,
 then gateway and engine ingest (slow at 1 M: minutes; the figures exclude it).
 
+With ``--refresh`` it measures instead the rebuild of the derived facts (``case.refresh(force=True)``,
+what every ingest ends with) on the case opened writable, under the load memory budget: wall and
+CPU seconds of the refresh and of each fact, and the process's peak RSS (run it in a fresh
+process per measurement: the peak is the process's).
+
 Example:
     .venv/bin/python -m benchmarks.bench_analysis --case /tmp/big/case.duckdb --runs 3
     .venv/bin/python -m benchmarks.bench_analysis --generate 1000000 --dir /tmp/big
+    .venv/bin/python -m benchmarks.bench_analysis --case /tmp/big/case.duckdb --refresh
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import sys
 import time
@@ -111,6 +118,84 @@ def measure(
     }
 
 
+def _peak_rss_bytes() -> int:
+    """Peak resident set of this process (VmHWM; ru_maxrss where /proc is missing)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+class _FactTimer:
+    """The case's connection, with the wall and CPU seconds of each fact's ``CREATE`` statement noted."""
+
+    def __init__(self, con: Any) -> None:
+        self._con = con
+        self.times: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+
+    def execute(self, query: str, *args: Any, **kwargs: Any) -> Any:
+        t0, c0 = time.perf_counter(), _cpu_s()
+        try:
+            return self._con.execute(query, *args, **kwargs)
+        finally:
+            head = query.split(" AS\n", 1)[0].split()
+            if head[:3] == ["CREATE", "OR", "REPLACE"] and len(head) >= 5:
+                self.times[head[4]] = time.perf_counter() - t0
+                self.cpu[head[4]] = _cpu_s() - c0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+
+def measure_refresh(case_path: str | Path, threads: int | None = None) -> dict[str, Any]:
+    """Rebuild every derived fact of the case once (``refresh(force=True)``); return the figures.
+
+    Example:
+        >>> figures = measure_refresh("/tmp/big/case.duckdb")   # doctest: +SKIP
+        >>> sorted(figures)                                      # doctest: +SKIP
+        ['case', 'cpu_s', 'facts_cpu_s', 'facts_s', 'peak_rss_mib', 'rss_before_mib', 'wall_s']
+    """
+    import forensics
+
+    case = forensics.open_case(case_path, threads=threads)
+    try:
+        case.refresh()  # bring the facts up to date first: the measured run is a full rebuild
+        timer = _FactTimer(case.con)
+        real = case.con
+        case.con = timer  # type: ignore[assignment]
+        rss_before = _peak_rss_bytes()
+        t0, c0 = time.perf_counter(), _cpu_s()
+        try:
+            case.refresh(force=True)
+        finally:
+            case.con = real
+        wall, cpu = time.perf_counter() - t0, _cpu_s() - c0
+    finally:
+        case.close()
+    return {"case": str(case_path), "wall_s": wall, "cpu_s": cpu, "facts_s": timer.times, "facts_cpu_s": timer.cpu,
+            "rss_before_mib": rss_before / 2**20, "peak_rss_mib": _peak_rss_bytes() / 2**20}
+
+
+def render_refresh(figures: dict[str, Any]) -> str:
+    """The refresh figures as a small text table."""
+    lines = [f"case: {figures['case']}",
+             f"refresh(force=True): {figures['wall_s']:.2f} s wall, {figures['cpu_s']:.2f} CPU-s, "
+             f"peak RSS {figures['peak_rss_mib']:,.0f} MiB (before: {figures['rss_before_mib']:,.0f} MiB)"]
+    lines += [f"  {name:<20} {s:>8.3f} s {figures['facts_cpu_s'][name]:>8.3f} CPU-s"
+              for name, s in figures["facts_s"].items()]
+    return "\n".join(lines)
+
+
 def render(figures: dict[str, Any]) -> str:
     """The figures as a small text table."""
     lines = [f"case: {figures['case']}  (runs: {figures['runs']})",
@@ -140,11 +225,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip", action="append", default=[], metavar="QUERY", help="Leave a query out.")
     parser.add_argument("--memory-limit", default=None,
                         help="DuckDB memory limit of the queries (default: the toolkit's query limit).")
+    parser.add_argument("--refresh", action="store_true",
+                        help="Measure the rebuild of the derived facts instead (the case is opened writable).")
     parser.add_argument("--json", action="store_true", help="Print the figures as JSON.")
     args = parser.parse_args(argv)
     if args.case is None and args.generate is None:
         parser.error("pass --case CASE.duckdb or --generate N")
     case_path = args.case if args.case is not None else build_case(args.dir, args.generate)
+    if args.refresh:
+        refreshed = measure_refresh(case_path, threads=args.threads)
+        print(json.dumps(refreshed, indent=2) if args.json else render_refresh(refreshed))
+        return 0
     figures = measure(case_path, runs=args.runs, threads=args.threads, skip=tuple(args.skip),
                       memory_limit=args.memory_limit)
     print(json.dumps(figures, indent=2) if args.json else render(figures))
