@@ -79,3 +79,16 @@ def test_classification_order_is_the_catalogue_order() -> None:
     p = probe(line)
     assert (p.kind, p.row["finish_type"]) == ("req_finished", "abort")
     assert CAT.index("req_finished") < CAT.index("rej_input_length")
+
+
+@pytest.mark.parametrize(("headers", "request_id"), [
+    ("{'x-request-id': 'a'}", "a"),
+    ("{'X-Request-Id': 'a'}", "a"),  # names compared in lower case
+    ("{'x-trace-id': 't', 'x-request-id': 'a'}", "a"),  # the order of preference, not the dict's
+    ("{'x-trace-id': 't', 'user-agent': 'curl'}", "t"),
+    ("{'x-request-id': 'a', 'X-Request-ID': 'b'}", None),  # a name repeated: which one is unknown
+    ("{'user-agent': 'curl'}", None),
+])
+def test_header_request_id_is_kept_and_the_headers_are_not_stored(headers: str, request_id: str | None) -> None:
+    p = probe(f"[2025-09-01 08:01:00] Receive: obj=GenerateReqInput(rid='r1', text='x'), headers={headers}")
+    assert (p.row["header_request_id"], "headers" in p.row) == (request_id, False)
