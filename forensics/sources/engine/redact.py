@@ -3,7 +3,7 @@
 Prompt and output carriers (``text=``, ``input_ids=``, ``'text':``, ``messages``, ``content``,
 ``prompt``, ``request_parameters``, ...) and secrets (``api_key``, ``*_token``, ``password``,
 ``authorization``, ``cookie``, ...) are replaced by ``<redacted>`` in any stored text: other
-lines, headers, startup facts (rejected raw bytes: :func:`forensics.sources.redact.redact_raw`,
+lines, startup facts (rejected raw bytes: :func:`forensics.sources.redact.redact_raw`,
 the rule every loader shares). The patterns are RE2 (pyarrow's regex engine,
 the same as DuckDB's), behind a capture-free guard that most lines fail at once.
 
