@@ -191,3 +191,15 @@ def test_the_engine_readers_never_hang_a_stopped_load(monkeypatch: pytest.Monkey
     t.join(timeout=20)
     assert not t.is_alive(), "the loader hung after an interrupt"
     assert got and isinstance(got[0], KeyboardInterrupt)
+
+
+def test_the_checkpoint_threshold_of_a_closed_connection_is_not_restored_and_raises_nothing() -> None:
+    # a second Ctrl-C finalised the loader's checkpoint_threshold() after Case.__exit__ had closed
+    # the connection: 'Exception ignored in: <generator ...> ConnectionException' after 'interrupted:'
+    import duckdb
+
+    from forensics.sources.engine.writer import checkpoint_threshold
+
+    con = duckdb.connect()
+    with checkpoint_threshold(con, "256MB"):
+        con.close()
