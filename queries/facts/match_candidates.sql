@@ -57,25 +57,30 @@ chain_ids AS (
                    ELSE c.prefill_rid IS NOT NULL AND (c.decode_rid IS NULL OR c.prefill_rid <> c.decode_rid) END
 ),
 gw_ids AS (
-    SELECT record_id, ts_start, redirect, request_id AS id FROM gw WHERE request_id IS NOT NULL
+    SELECT record_id, layer_rank, ts_start, redirect, request_id AS id FROM gw WHERE request_id IS NOT NULL
     UNION ALL
-    SELECT record_id, ts_start, redirect, header_request_id FROM gw
+    SELECT record_id, layer_rank, ts_start, redirect, header_request_id FROM gw
     WHERE header_request_id IS NOT NULL AND (request_id IS NULL OR header_request_id <> request_id)
 ),
 id_pairs AS (
-    SELECT g.record_id, c.chain_id, g.redirect, min(c.prio) AS prio,
+    SELECT g.record_id, c.chain_id, g.redirect, g.layer_rank, min(c.prio) AS prio,
            min(abs(date_diff('microsecond', g.ts_start, c.ts_engine))) AS dt_us
     FROM gw_ids g JOIN chain_ids c ON c.id = g.id
-    GROUP BY g.record_id, c.chain_id, g.redirect
+    GROUP BY g.record_id, c.chain_id, g.redirect, g.layer_rank
 ),
 id_ranked AS (
+    -- one sort per record (id_order): the rule's order, the count, and the first candidate's keys (the band of
+    -- the equally good ones below is measured from them)
     SELECT m.*,
            count(*) OVER (PARTITION BY m.record_id) AS n_cand,
-           ROW_NUMBER() OVER (PARTITION BY m.record_id ORDER BY m.prio, m.dt_us, m.chain_id) AS rn
+           ROW_NUMBER() OVER id_order AS rn,
+           first_value(m.prio) OVER id_order AS best_key,
+           first_value(m.dt_us) OVER id_order AS best_dt_us
     FROM id_pairs m
+    WINDOW id_order AS (PARTITION BY m.record_id ORDER BY m.prio, m.dt_us, m.chain_id)
 ),
 gw_free AS (
-    SELECT g.record_id, g.start_us, g.status, g.prompt_tokens, g.request_bytes
+    SELECT g.record_id, g.layer_rank, g.start_us, g.status, g.prompt_tokens, g.request_bytes
     FROM gw g
     WHERE NOT g.redirect AND NOT EXISTS (SELECT 1 FROM id_pairs m WHERE m.record_id = g.record_id)
 ),
@@ -113,16 +118,16 @@ gw_router AS (
 ),
 probes AS (
     -- where a free record is looked for: its router span (tier 1), else its own start (tier 2)
-    SELECT g.record_id, 1 AS tier, r.begin_us AS ref_us, r.begin_us - 2000000 AS lo_us,
+    SELECT g.record_id, g.layer_rank, 1 AS tier, r.begin_us AS ref_us, r.begin_us - 2000000 AS lo_us,
            LEAST(r.end_us + 1000000, r.begin_us + 30000000) AS hi_us, g.prompt_tokens, g.request_bytes
     FROM gw_free g JOIN gw_router r ON r.record_id = g.record_id
     UNION ALL
-    SELECT g.record_id, 2, g.start_us, g.start_us - 30000000, g.start_us + 30000000,
+    SELECT g.record_id, g.layer_rank, 2, g.start_us, g.start_us - 30000000, g.start_us + 30000000,
            g.prompt_tokens, g.request_bytes
     FROM gw_free g
 ),
 time_cand AS (
-    SELECT p.record_id, c.chain_id, p.tier,
+    SELECT p.record_id, p.layer_rank, c.chain_id, p.tier,
            abs(c.eng_us - p.ref_us) AS dt_us,
            CASE WHEN p.prompt_tokens IS NOT NULL AND c.engine_tokens IS NOT NULL THEN 1 ELSE 0 END AS tok
     FROM probes p
@@ -139,56 +144,56 @@ time_tiered AS (
     WHERE t.tier = 1 OR r.record_id IS NULL
 ),
 time_ranked AS (
+    -- one sort per record (as id_ranked) and one per chain (the mutual best match)
     SELECT t.*,
            count(*) OVER (PARTITION BY t.record_id) AS n_cand,
-           ROW_NUMBER() OVER (PARTITION BY t.record_id ORDER BY t.tier, t.tok DESC, t.dt_us, t.chain_id) AS rn_g,
+           ROW_NUMBER() OVER record_order AS rn_g,
+           first_value(t.tier) OVER record_order AS best_tier,
+           first_value(t.tok) OVER record_order AS best_key,
+           first_value(t.dt_us) OVER record_order AS best_dt_us,
            ROW_NUMBER() OVER (PARTITION BY t.chain_id ORDER BY t.tier, t.tok DESC, t.dt_us, t.record_id) AS rn_c
     FROM time_tiered t
+    WINDOW record_order AS (PARTITION BY t.record_id ORDER BY t.tier, t.tok DESC, t.dt_us, t.chain_id)
 ),
-pairs AS (
-    -- every candidate with its tier's keys: id tiers (kind 0: priority), router / time (kind 1, 2)
-    SELECT record_id, chain_id, redirect, 0 AS tier, prio AS key, dt_us, n_cand,
+banded AS (
+    -- every candidate with its tier's keys (id tiers: tier 0, key = priority; router / time: tier 1, 2,
+    -- key = token agreement): each record's best candidate, and the others as good as it (same tier
+    -- and key, < 1 s apart). A record's candidates are all of one kind (a record with an id match is
+    -- not offered to router / time), so each branch bands its own records
+    SELECT record_id, chain_id, redirect, layer_rank, 0 AS tier, prio AS key, dt_us, n_cand,
            CASE WHEN prio = 1 THEN 'header_id' ELSE 'rid' END AS match_method,
            CAST(CASE WHEN n_cand = 1 THEN 1.0 ELSE 0.7 END AS DOUBLE) AS match_confidence,
            rn = 1 AS picked, rn AS rn_g
     FROM id_ranked
+    WHERE rn = 1 OR (prio = best_key AND dt_us < best_dt_us + 1000000)
     UNION ALL
-    SELECT record_id, chain_id, false, tier, tok, dt_us, n_cand,
+    SELECT record_id, chain_id, false, layer_rank, tier, tok, dt_us, n_cand,
            CASE WHEN tier = 1 THEN 'router' WHEN tok = 1 THEN 'time_tokens' ELSE 'time' END,
            CAST(CASE WHEN tier = 1 THEN CASE WHEN n_cand = 1 THEN 0.9 ELSE 0.7 END
                      WHEN tok = 1 THEN CASE WHEN n_cand = 1 THEN 0.8 ELSE 0.6 END
                      ELSE CASE WHEN n_cand = 1 THEN 0.5 ELSE 0.3 END END AS DOUBLE),
            rn_g = 1 AND rn_c = 1, rn_g
     FROM time_ranked
+    WHERE rn_g = 1 OR (tier = best_tier AND tok = best_key AND dt_us < best_dt_us + 1000000)
 ),
-banded AS (
-    -- each record's best candidate, and the others as good as it (same tier and key, < 1 s apart)
-    SELECT p.*
-    FROM (SELECT p.*,
-                 max(CASE WHEN p.rn_g = 1 THEN p.tier END) OVER (PARTITION BY p.record_id) AS best_tier,
-                 max(CASE WHEN p.rn_g = 1 THEN p.key END) OVER (PARTITION BY p.record_id) AS best_key,
-                 max(CASE WHEN p.rn_g = 1 THEN p.dt_us END) OVER (PARTITION BY p.record_id) AS best_dt_us
-          FROM pairs p) p
-    WHERE p.rn_g = 1 OR (p.tier = p.best_tier AND p.key = p.best_key AND p.dt_us < p.best_dt_us + 1000000)
+chain_best AS (
+    -- per chain: a redirect's match gives way to any other record's match of the same chain (direct:
+    -- a non-redirect record picked it), so the chosen records' outermost layer is the direct picks'
+    -- when there are any, else the redirects'; the chain's winner in a router / time tier (its keys:
+    -- who lost it by less than 1 s; such a pick is never a redirect, so it is chosen). Aggregates
+    -- joined back by key, not windows: no sort of every candidate row (it spilled at 1 M requests)
+    SELECT chain_id,
+           max(CASE WHEN picked AND NOT redirect THEN 1 ELSE 0 END) AS direct,
+           min(CASE WHEN picked AND NOT redirect THEN layer_rank END) AS direct_rank,
+           min(CASE WHEN picked THEN layer_rank END) AS picked_rank,
+           max(CASE WHEN picked AND tier > 0 THEN tier END) AS win_tier,
+           max(CASE WHEN picked AND tier > 0 THEN key END) AS win_key,
+           max(CASE WHEN picked AND tier > 0 THEN dt_us END) AS win_dt_us
+    FROM banded
+    GROUP BY chain_id
 ),
-kept AS (
-    -- a redirect's match gives way to any other record's match of the same chain
-    SELECT b.*, b.picked AND (NOT b.redirect OR b.only_redirects = 1) AS chosen
-    FROM (SELECT b.*,
-                 min(CASE WHEN b.picked AND b.redirect THEN 1 WHEN b.picked THEN 0 END)
-                     OVER (PARTITION BY b.chain_id) AS only_redirects
-          FROM banded b) b
-),
-ranked AS (
-    SELECT k.*, g.layer_rank,
-           min(CASE WHEN k.chosen THEN g.layer_rank END) OVER (PARTITION BY k.chain_id) AS best_rank,
-           -- the chain's winner in a router / time tier (its keys: who lost it by less than 1 s)
-           max(CASE WHEN k.chosen AND k.tier > 0 THEN k.tier END) OVER (PARTITION BY k.chain_id) AS win_tier,
-           max(CASE WHEN k.chosen AND k.tier > 0 THEN k.key END) OVER (PARTITION BY k.chain_id) AS win_key,
-           max(CASE WHEN k.chosen AND k.tier > 0 THEN k.dt_us END) OVER (PARTITION BY k.chain_id) AS win_dt_us,
-           count(*) OVER (PARTITION BY k.record_id) AS n_equal
-    FROM kept k
-    JOIN gateway_top g ON g.record_id = k.record_id
+record_equal AS (
+    SELECT record_id, count(*) AS n_equal FROM banded GROUP BY record_id
 ),
 claims AS (
     SELECT r.*,
@@ -196,10 +201,17 @@ claims AS (
            (r.chosen AND r.layer_rank = r.best_rank)
            OR (NOT r.chosen AND r.rn_g = 1 AND r.tier = r.win_tier AND r.key = r.win_key
                AND abs(r.dt_us - r.win_dt_us) < 1000000) AS claim
-    FROM ranked r
+    FROM (SELECT b.*, k.win_tier, k.win_key, k.win_dt_us, e.n_equal,
+                 b.picked AND (NOT b.redirect OR k.direct = 0) AS chosen,
+                 COALESCE(k.direct_rank, k.picked_rank) AS best_rank
+          FROM banded b
+          JOIN chain_best k ON k.chain_id = b.chain_id
+          JOIN record_equal e ON e.record_id = b.record_id) r
+),
+chain_claims AS (
+    SELECT chain_id, sum(CASE WHEN claim THEN 1 ELSE 0 END) AS n_claims FROM claims GROUP BY chain_id
 )
-SELECT record_id, chain_id, match_method, match_confidence, n_candidates, outermost, chosen, dt_us,
-       n_equal, n_claims, n_equal > 1 OR n_claims > 1 AS ambiguous
-FROM (SELECT c.*, c.n_cand AS n_candidates,
-             sum(CASE WHEN c.claim THEN 1 ELSE 0 END) OVER (PARTITION BY c.chain_id) AS n_claims
-      FROM claims c) x
+SELECT c.record_id, c.chain_id, c.match_method, c.match_confidence, c.n_cand AS n_candidates, c.outermost,
+       c.chosen, c.dt_us, c.n_equal, n.n_claims, c.n_equal > 1 OR n.n_claims > 1 AS ambiguous
+FROM claims c
+JOIN chain_claims n ON n.chain_id = c.chain_id
