@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from functools import cache
@@ -195,13 +196,20 @@ def refresh(case: Case, *, force: bool = False) -> bool:
                     con.execute(f"CREATE OR REPLACE {kind.upper()} {name} AS\n{fact_sql(name)}")
                     con.execute("COMMIT")
                 except BaseException:
-                    con.execute("ROLLBACK")
+                    # a statement interrupted by Ctrl-C has rolled the transaction back already: a
+                    # failing ROLLBACK then would hide the interrupt behind "no transaction is active"
+                    with contextlib.suppress(duckdb.Error):
+                        con.execute("ROLLBACK")
                     raise
             con.execute(
                 "INSERT INTO schema_info VALUES ($k, $v) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 {"k": _KEY, "v": _fingerprint(con)},
             )
     except duckdb.Error as exc:
+        from forensics.sources.ledger import _interrupted
+
+        if _interrupted(exc):
+            raise KeyboardInterrupt from None  # Ctrl-C inside a fact's query: not a fault of the fact
         raise QueryError(f"building the derived table {name} failed: {exc}",
                          where=f"queries/facts/{name}.sql") from exc
     return True

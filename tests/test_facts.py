@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 from conftest import ROOT, Synth, fleet, t
 
@@ -127,6 +128,38 @@ def test_a_failed_refresh_leaves_the_case_marked_stale_and_the_next_one_builds(
     with pytest.raises(QueryError, match="request_chains"):
         facts.refresh(synth.case, force=True)
     monkeypatch.undo()
+    assert not facts.is_fresh(synth.case)
+    assert facts.refresh(synth.case) and facts.is_fresh(synth.case)
+
+
+class _InterruptedIn:
+    """The case's connection, where building one fact is interrupted as by Ctrl-C (DuckDB has then
+    rolled the transaction back itself)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, fact: str) -> None:
+        self._con, self._fact = con, fact
+
+    def execute(self, query: str, *args: object) -> duckdb.DuckDBPyConnection:
+        if query.startswith(f"CREATE OR REPLACE TABLE {self._fact} AS"):
+            self._con.execute("ROLLBACK")
+            raise duckdb.InterruptException("INTERRUPT Error: Interrupted!")
+        return self._con.execute(query, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._con, name)
+
+
+def test_an_interrupted_refresh_is_an_interrupt_not_a_failed_fact(synth: Synth) -> None:
+    """Ctrl-C while a fact is built: KeyboardInterrupt (not "cannot rollback", a QueryError); case stale."""
+    fleet(synth)
+    assert facts.refresh(synth.case)
+    real = synth.case.con
+    synth.case.con = _InterruptedIn(real, "request_chains")  # type: ignore[assignment]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            facts.refresh(synth.case, force=True)
+    finally:
+        synth.case.con = real
     assert not facts.is_fresh(synth.case)
     assert facts.refresh(synth.case) and facts.is_fresh(synth.case)
 
