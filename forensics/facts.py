@@ -3,10 +3,14 @@
 A fact is one parameter-free ``SELECT`` in ``queries/facts/<name>.sql`` (a header comment says
 what it holds, which tables it ``reads:`` and whether it is ``stored as:`` a table or a view). The
 case keeps each fact under that name, built at the end of every ingest and rebuilt whenever rows
-were added to or removed from the evidence tables since (checked before every query, by row
-counts; after editing rows in place, call :func:`refresh`). A case opened read-only whose facts
+were added to or removed from the evidence tables it is derived from (its ``reads:``, through the
+facts and schema views it reads, down to evidence tables: :func:`fact_sources`) since it was built
+(checked before every query, by row counts; after editing rows in place, call :func:`refresh`
+with ``force``). Only those facts are rebuilt: a gateway ingest leaves the engine-only facts
+(request legs, chains) as they are. A case opened read-only whose facts
 do not match its evidence (written by another toolkit version, or by an ingest that did not
-finish) gets them built in memory for that connection (temporary tables: slower, nothing written). The query files read the facts like any other table, so the request chain,
+finish) gets the stale ones built in memory for that connection (temporary tables: slower, nothing
+written). The query files read the facts like any other table, so the request chain,
 the gateway matching and the evidence text exist once, and a query such as ``affected_requests``
 holds only its judgement.
 
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import re
 from functools import cache
 from typing import TYPE_CHECKING
@@ -53,17 +58,15 @@ FACTS: tuple[str, ...] = (
     "requests",
 )
 
-#: The evidence tables the facts are derived from (their row counts decide whether a rebuild is due).
-SOURCES: tuple[str, ...] = (
-    "evidence_files",
-    "gateway_requests",
-    "engine_starts",
-    "engine_requests",
-    "engine_rejections",
-    "engine_events",
-    "engine_other_lines",
-    "router_requests",
-)
+#: The schema views (forensics/schema*.sql) the facts read, and what each of them reads: a fact
+#: reading a view is derived from the view's tables (a test checks this against the views' SQL).
+VIEW_READS: dict[str, tuple[str, ...]] = {
+    "gateway_requests_unique": ("gateway_requests",),
+    "evidence_paths": ("evidence_files",),
+    "node_last_seen": ("node_activity",),
+    "start_periods": ("engine_starts", "node_activity"),
+    "engine_batch_fields": ("engine_batches",),
+}
 
 _KEY = "facts_built_from"
 
@@ -82,11 +85,6 @@ def fact_sql(name: str) -> str:
     if not f.is_file():
         raise QueryError(f"fact {name}.sql not found in queries/facts/ (known: {', '.join(FACTS)})")
     return f.read_text(encoding="utf-8").strip().rstrip(";")
-
-
-@cache
-def _code() -> str:
-    return hashlib.sha256("\n".join(fact_sql(n) for n in FACTS).encode()).hexdigest()[:16]
 
 
 def fact_reads(name: str) -> list[str]:
@@ -115,24 +113,115 @@ def stored_as(name: str) -> str:
     return m.group(1)
 
 
-def _fingerprint(con: duckdb.DuckDBPyConnection) -> str:
-    counts = ", ".join(f"(SELECT count(*) FROM {t})" for t in SOURCES)
+@cache
+def _upstream(name: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(the evidence tables, the earlier facts) one fact is derived from, through everything it reads."""
+    tables: set[str] = set()
+    facts: set[str] = set()
+    todo = list(fact_reads(name))
+    while todo:
+        dep = todo.pop()
+        if dep in FACTS:
+            if dep not in facts:
+                facts.add(dep)
+                dep_tables, dep_facts = _upstream(dep)
+                tables |= dep_tables
+                facts |= dep_facts
+        elif dep in VIEW_READS:
+            todo.extend(VIEW_READS[dep])
+        else:
+            tables.add(dep)
+    return frozenset(tables), frozenset(facts)
+
+
+def fact_sources(name: str) -> list[str]:
+    """The evidence tables one fact is derived from (through the facts and views it reads), sorted.
+
+    Example:
+        >>> fact_sources("request_chains")
+        ['engine_events', 'engine_rejections', 'engine_requests', 'engine_starts']
+    """
+    return sorted(_upstream(name)[0])
+
+
+@cache
+def _sources() -> tuple[str, ...]:
+    return tuple(sorted(set().union(*(_upstream(n)[0] for n in FACTS))))
+
+
+@cache
+def _code(name: str) -> str:
+    """A digest of the SQL of one fact and of every fact it is derived from (a change to any rebuilds it)."""
+    names = [n for n in FACTS if n == name or n in _upstream(name)[1]]
+    return hashlib.sha256("\n".join(fact_sql(n) for n in names).encode()).hexdigest()[:16]
+
+
+def _keys(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """Fact -> what it is built from now: the toolkit version, its SQL, its evidence tables' row counts.
+
+    Delivery-retry duplicates are flagged in place (gateway_requests.is_duplicate), so their count
+    is one of gateway_requests' counts.
+    """
+    sources = _sources()
+    counts = ", ".join(f"(SELECT count(*) FROM {t})" for t in sources)
     dup = "(SELECT count(*) FROM gateway_requests WHERE is_duplicate)"
     row = con.execute(f"SELECT {counts}, {dup}").fetchall()[0]
-    return f"forensics {__version__}; facts {_code()}; rows {row}"
+    rows = dict(zip(sources, (str(n) for n in row), strict=False))
+    rows["gateway_requests"] = f"{rows['gateway_requests']} ({row[-1]} duplicates)"
+    return {
+        name: f"forensics {__version__}; facts {_code(name)}; rows "
+              + ", ".join(f"{t} {rows[t]}" for t in fact_sources(name))
+        for name in FACTS
+    }
 
 
-def _built_from(con: duckdb.DuckDBPyConnection) -> str | None:
+def _built_from(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """Fact -> what it was built from (the marker; empty when missing or of an older toolkit)."""
     rows = con.execute("SELECT value FROM schema_info WHERE key = $k", {"k": _KEY}).fetchall()
-    return str(rows[0][0]) if rows else None
+    try:
+        built = json.loads(rows[0][0]) if rows else {}
+    except ValueError:  # an older toolkit's marker (one fingerprint of every fact): all are rebuilt
+        return {}
+    return {str(k): str(v) for k, v in built.items()} if isinstance(built, dict) else {}
 
 
 def _present(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    """Name -> 'table' | 'view' of the objects in the case's main schema."""
+    """Name -> 'table' | 'view' of the objects in the case's main schema (not this connection's temporary ones)."""
     rows = con.execute(
-        "SELECT table_name, table_type FROM information_schema.tables WHERE table_schema = 'main'"
+        "SELECT table_name, table_type FROM information_schema.tables "
+        "WHERE table_schema = 'main' AND table_catalog = current_database()"
     ).fetchall()
     return {r[0]: ("view" if r[1] == "VIEW" else "table") for r in rows}
+
+
+def _stale(con: duckdb.DuckDBPyConnection, keys: dict[str, str], *, force: bool = False) -> list[str]:
+    """The facts of the case's file to rebuild, in build order: missing, of the wrong kind, built from
+    other evidence rows, SQL or toolkit (their key changed), or derived from a fact that is rebuilt."""
+    built = _built_from(con)
+    present = _present(con)
+    stale: list[str] = []
+    for name in FACTS:
+        if (force or present.get(name) != stored_as(name) or built.get(name) != keys[name]
+                or not _upstream(name)[1].isdisjoint(stale)):
+            stale.append(name)
+    return stale
+
+
+def stale(case: Case) -> list[str]:
+    """The facts a :func:`refresh` of the case would rebuild now, in build order (empty: all fresh).
+
+    Example:
+        >>> import forensics
+        >>> c = forensics.open_case(":memory:"); _ = refresh(c)
+        >>> stale(c)
+        []
+    """
+    con = case.con
+    keys = _keys(con)
+    in_memory = getattr(case, "_facts_in_memory", None)
+    if in_memory is not None:
+        return [] if in_memory == json.dumps(keys, sort_keys=True) else list(FACTS)
+    return _stale(con, keys)
 
 
 def is_fresh(case: Case) -> bool:
@@ -144,14 +233,7 @@ def is_fresh(case: Case) -> bool:
         >>> is_fresh(c)
         True
     """
-    con = case.con
-    in_memory = getattr(case, "_facts_in_memory", None)
-    if in_memory is not None:
-        return bool(in_memory == _fingerprint(con))
-    present = _present(con)
-    if any(present.get(name) != stored_as(name) for name in FACTS):
-        return False
-    return _built_from(con) == _fingerprint(con)
+    return not stale(case)
 
 
 #: What the process holds outside DuckDB while the facts are built (the interpreter and the libraries:
@@ -160,13 +242,16 @@ REFRESH_RESERVE_BYTES = 256 << 20
 
 
 def refresh(case: Case, *, force: bool = False) -> bool:
-    """(Re)build every fact table when the evidence changed (or ``force``); True if it built them.
+    """(Re)build the facts whose evidence changed (every fact with ``force``); True if it built any.
 
-    The facts are built under the load memory budget (``Case.loading``), one transaction each: one
+    A fact is rebuilt when the row counts of the evidence tables it is derived from
+    (:func:`fact_sources`), its SQL or the toolkit changed since it was built, or a fact it reads
+    is rebuilt; the others stay as they are. Each is built under the load memory budget
+    (``Case.loading``) in a transaction of its own that also records what it was built from: one
     transaction for all of them kept every new table (and the one it replaces) in memory until the
-    commit, out of memory under the budget at 1 M requests. The marker that the facts match the
-    evidence is removed first and written last, so a refresh that fails or is interrupted leaves
-    the case marked stale, and the next query or ingest builds them again. The case must be writable.
+    commit, out of memory under the budget at 1 M requests. A refresh that fails or is interrupted
+    leaves the facts it did not finish marked stale, and the next query or ingest builds them (and
+    only them) again. The case must be writable.
 
     Example:
         >>> import forensics
@@ -174,26 +259,34 @@ def refresh(case: Case, *, force: bool = False) -> bool:
         >>> refresh(c), refresh(c), refresh(c, force=True)
         (True, False, True)
     """
-    if not force and is_fresh(case):
+    con = case.con
+    keys = _keys(con)
+    todo = _stale(con, keys, force=force)
+    if not todo:
         return False
     if case.read_only:
         raise CaseError(
             f"{case.path} is open read-only: its derived tables cannot be rebuilt in the file",
             hint=f"open it writable (forensics refresh {case.path}); read-only queries build them in memory",
         )
-    con = case.con
-    name = FACTS[0]
+    name = todo[0]
     try:
         with case.loading(REFRESH_RESERVE_BYTES):
-            con.execute("DELETE FROM schema_info WHERE key = $k", {"k": _KEY})
             present = _present(con)
-            for name in FACTS:
+            for name in todo:
                 kind = stored_as(name)
                 con.execute("BEGIN TRANSACTION")
                 try:
                     if present.get(name, kind) != kind:  # the fact changed from a view to a table, or back
                         con.execute(f"DROP {present[name].upper()} {name}")
                     con.execute(f"CREATE OR REPLACE {kind.upper()} {name} AS\n{fact_sql(name)}")
+                    built = _built_from(con)
+                    built[name] = keys[name]
+                    con.execute(
+                        "INSERT INTO schema_info VALUES ($k, $v) "
+                        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                        {"k": _KEY, "v": json.dumps(built, sort_keys=True)},
+                    )
                     con.execute("COMMIT")
                 except BaseException:
                     # a statement interrupted by Ctrl-C has rolled the transaction back already: a
@@ -201,10 +294,6 @@ def refresh(case: Case, *, force: bool = False) -> bool:
                     with contextlib.suppress(duckdb.Error):
                         con.execute("ROLLBACK")
                     raise
-            con.execute(
-                "INSERT INTO schema_info VALUES ($k, $v) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                {"k": _KEY, "v": _fingerprint(con)},
-            )
     except duckdb.Error as exc:
         from forensics.sources.ledger import _interrupted
 
@@ -216,20 +305,33 @@ def refresh(case: Case, *, force: bool = False) -> bool:
 
 
 def _build_in_memory(case: Case) -> None:
-    """Build the facts as temporary tables and views of this connection (a read-only case)."""
+    """Build the file's stale facts as temporary tables and views of this connection (a read-only case).
+
+    The temporary ones hide the file's of the same name; the file's fresh facts are read as they are.
+    """
     con = case.con
+    keys = _keys(con)
+    todo = _stale(con, keys)
+    temporary = dict(con.execute(
+        "SELECT table_name, 'TABLE' FROM duckdb_tables() WHERE temporary "
+        "UNION ALL SELECT view_name, 'VIEW' FROM duckdb_views() WHERE temporary AND NOT internal").fetchall())
     try:
         for name in FACTS:
-            con.execute(f"CREATE OR REPLACE TEMP {stored_as(name).upper()} {name} AS\n{fact_sql(name)}")
+            if name in todo:
+                if temporary.get(name, stored_as(name).upper()) != stored_as(name).upper():
+                    con.execute(f"DROP {temporary[name]} temp.main.{name}")
+                con.execute(f"CREATE OR REPLACE TEMP {stored_as(name).upper()} {name} AS\n{fact_sql(name)}")
+            elif name in temporary:  # built in memory before, fresh in the file now
+                con.execute(f"DROP {temporary[name]} temp.main.{name}")
     except duckdb.Error as exc:
         raise QueryError(f"building the derived tables failed: {exc}", where="queries/facts/") from exc
-    case._facts_in_memory = _fingerprint(con)
+    case._facts_in_memory = json.dumps(keys, sort_keys=True)
 
 
 def ensure(case: Case) -> None:
     """Make sure the facts match the evidence before a query reads them.
 
-    A writable case rebuilds them in place; a read-only one builds them in memory.
+    A writable case rebuilds the stale ones in place; a read-only one builds them in memory.
 
     Example:
         >>> import forensics

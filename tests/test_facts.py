@@ -3,6 +3,8 @@ step with the evidence they are built from."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import re
 import shutil
 import subprocess
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import ROOT, Synth, fleet, t
+from conftest import ROOT, SAMPLE, Synth, fleet, t
 
 import forensics
 from forensics import facts
@@ -116,9 +118,11 @@ def test_a_fact_that_changed_kind_is_replaced(synth: Synth) -> None:
 
 def test_a_failed_refresh_leaves_the_case_marked_stale_and_the_next_one_builds(
         synth: Synth, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each fact is committed on its own: a failure names the fact and leaves the marker removed."""
+    """Each fact is committed with its marker on its own: a failure names the fact and leaves it and
+    the facts after it stale; the next refresh builds those."""
     fleet(synth)
     assert facts.refresh(synth.case)
+    synth.pd_request("late", t(30), tokens=1000)  # new engine rows: request_chains is due
     real = facts.fact_sql
 
     def broken(name: str) -> str:
@@ -126,9 +130,10 @@ def test_a_failed_refresh_leaves_the_case_marked_stale_and_the_next_one_builds(
 
     monkeypatch.setattr(facts, "fact_sql", broken)
     with pytest.raises(QueryError, match="request_chains"):
-        facts.refresh(synth.case, force=True)
+        facts.refresh(synth.case)
     monkeypatch.undo()
-    assert not facts.is_fresh(synth.case)
+    assert "request_chains" in facts.stale(synth.case)
+    assert "request_legs" not in facts.stale(synth.case)  # built before the failure, kept
     assert facts.refresh(synth.case) and facts.is_fresh(synth.case)
 
 
@@ -153,11 +158,12 @@ def test_an_interrupted_refresh_is_an_interrupt_not_a_failed_fact(synth: Synth) 
     """Ctrl-C while a fact is built: KeyboardInterrupt (not "cannot rollback", a QueryError); case stale."""
     fleet(synth)
     assert facts.refresh(synth.case)
+    synth.pd_request("late", t(30), tokens=1000)
     real = synth.case.con
     synth.case.con = _InterruptedIn(real, "request_chains")  # type: ignore[assignment]
     try:
         with pytest.raises(KeyboardInterrupt):
-            facts.refresh(synth.case, force=True)
+            facts.refresh(synth.case)
     finally:
         synth.case.con = real
     assert not facts.is_fresh(synth.case)
@@ -180,3 +186,141 @@ def test_the_facts_are_built_under_the_load_budget(synth: Synth, monkeypatch: py
     assert facts.refresh(case, force=True)
     assert case.sql("SELECT DISTINCT m FROM request_keys").fetchall() == [(budget,)]
     assert case.sql("SELECT current_setting('memory_limit')").fetchall()[0][0] == after
+
+
+# -- only the facts whose evidence changed are rebuilt ------------------------------------------------
+
+
+def _table_refs(con: duckdb.DuckDBPyConnection, select: str) -> set[str]:
+    """The tables and views one SELECT reads, by DuckDB's own parser (its CTEs left out)."""
+    tree = json.loads(con.execute("SELECT json_serialize_sql($s)", {"s": select}).fetchall()[0][0])
+    assert not tree["error"], tree
+    tables: set[str] = set()
+    ctes: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE":
+                tables.add(node["table_name"])
+            if isinstance(node.get("cte_map"), dict):
+                ctes.update(e["key"] for e in node["cte_map"]["map"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(tree)
+    return tables - ctes
+
+
+@pytest.mark.parametrize("name", facts.FACTS)
+def test_a_facts_reads_header_lists_every_table_its_sql_reads(name: str) -> None:
+    """The header decides what a fact is rebuilt after: a table read but not listed would leave it stale."""
+    con = duckdb.connect()
+    assert _table_refs(con, facts.fact_sql(name)) == set(facts.fact_reads(name))
+
+
+def test_every_schema_view_is_listed_with_the_tables_it_reads() -> None:
+    case = forensics.open_case(":memory:")
+    views = case.sql("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal AND NOT temporary").fetchall()
+    found = {v: _table_refs(case.con, re.sub(r"^CREATE VIEW \S+ AS\s*", "", sql, flags=re.I))
+             for v, sql in views if v not in facts.FACTS}
+    assert found == {v: set(reads) for v, reads in facts.VIEW_READS.items()}
+
+
+def _oids(case: forensics.Case) -> dict[str, int]:
+    """Each fact's catalog id: a new one each time it is rebuilt (CREATE OR REPLACE)."""
+    rows = case.sql("SELECT table_name, table_oid FROM duckdb_tables() "
+                    "UNION ALL SELECT view_name, view_oid FROM duckdb_views()").fetchall()
+    return {n: o for n, o in rows if n in facts.FACTS}
+
+
+def _rows(case: forensics.Case) -> dict[str, list[tuple[object, ...]]]:
+    return {name: case.sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall() for name in facts.FACTS}
+
+
+ENGINE = SAMPLE / "engine"
+GATEWAY = SAMPLE / "gateway"
+#: What a gateway ingest leaves as it is: the facts derived from no table it writes.
+ENGINE_ONLY = {"node_activity", "request_legs", "rejections_by_rid", "transfer_failures", "request_chains"}
+#: What a router log leaves too: it adds no request records, start-ups or rejection lines.
+NO_LEGS = {"gateway_top", "request_legs", "rejections_by_rid"}
+#: Ingests one after the other: (kind, paths, the facts it must leave as they are).
+STEPS: dict[str, list[tuple[str, list[Path], set[str]]]] = {
+    "gateway, engine, gateway, router": [
+        ("gateway", [GATEWAY / "litellm"], set()),
+        ("engine", [ENGINE / "prefill-0", ENGINE / "decode-0"], {"gateway_top"}),
+        ("gateway", [GATEWAY / "cloudflare-http"], ENGINE_ONLY),
+        ("engine", [ENGINE / "router"], NO_LEGS),
+    ],
+    "engine, gateway, router, gateway": [
+        ("engine", [ENGINE / "prefill-1", ENGINE / "decode-1"], set()),
+        ("gateway", [GATEWAY / "cloudflare-http"], ENGINE_ONLY),
+        ("engine", [ENGINE / "router"], NO_LEGS),
+        ("gateway", [GATEWAY / "litellm"], ENGINE_ONLY),
+    ],
+}
+
+
+def _ingest(case: forensics.Case, kind: str, paths: list[Path]) -> None:
+    if kind == "gateway":
+        case.ingest_gateway(paths)
+    else:
+        case.ingest_engine([f"{p.name}={p}" for p in paths], tz="Asia/Singapore")
+
+
+@pytest.mark.parametrize("steps", list(STEPS), ids=list(STEPS))
+def test_each_ingest_rebuilds_only_the_facts_its_tables_feed_and_they_equal_a_full_rebuild(steps: str) -> None:
+    """A gateway ingest leaves the engine-only facts as they are (not rebuilt: same catalog ids), an
+    engine ingest gateway_top (the first ingest builds all); after every ingest each fact equals a
+    forced full refresh, row for row."""
+    case = forensics.open_case(":memory:", now=dt.datetime(2026, 10, 1))
+    for i, (kind, paths, kept) in enumerate(STEPS[steps]):
+        before = _oids(case)
+        _ingest(case, kind, paths)
+        after = _oids(case)
+        rebuilt = {n for n in facts.FACTS if before.get(n) != after[n]}
+        assert rebuilt == set(facts.FACTS) - kept, (i, kind)
+        incremental = _rows(case)
+        assert facts.refresh(case, force=True)
+        assert _rows(case) == incremental, (i, kind)
+    assert len(incremental["request_keys"]) > 0 and len(incremental["chain_matches"]) > 0
+
+
+def test_an_interrupted_refresh_resumes_to_the_result_of_a_full_rebuild() -> None:
+    """Ctrl-C in the middle of the refresh an ingest ends with: the facts built before it stay, the
+    next refresh builds the rest (only those), and every fact equals a forced full rebuild."""
+    case = forensics.open_case(":memory:", now=dt.datetime(2026, 10, 1))
+    _ingest(case, "engine", [ENGINE / "prefill-0", ENGINE / "decode-0"])
+    real = case.con
+    case.con = _InterruptedIn(real, "match_candidates")  # type: ignore[assignment]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _ingest(case, "gateway", [GATEWAY / "litellm"])
+    finally:
+        case.con = real
+    assert facts.stale(case) == ["match_candidates", "chain_matches", "request_keys", "requests"]
+    assert facts.refresh(case)
+    resumed = _rows(case)
+    assert facts.refresh(case, force=True)
+    assert _rows(case) == resumed
+    assert len(resumed["match_candidates"]) > 0
+
+
+def test_a_read_only_case_builds_in_memory_only_its_stale_facts(sample_case_path: Path, tmp_path: Path) -> None:
+    """Gateway rows removed: the facts derived from no gateway table (the engine-only ones and
+    chain_evidence) are read from the file, the rest built in memory (temporary), and every fact
+    equals the file's own after a writable refresh."""
+    path = _stale_copy(sample_case_path, tmp_path)
+    with forensics.open_case(path, read_only=True) as case:
+        assert facts.stale(case) == [n for n in facts.FACTS if n not in ENGINE_ONLY | {"chain_evidence"}]
+        facts.ensure(case)
+        assert facts.is_fresh(case)
+        temporary = {r[0] for r in case.sql("SELECT table_name FROM duckdb_tables() WHERE temporary "
+                                            "UNION ALL SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal").fetchall()}
+        assert temporary == set(facts.FACTS) - ENGINE_ONLY - {"chain_evidence"}
+        in_memory = _rows(case)
+    with forensics.open_case(path) as case:
+        assert facts.refresh(case)
+        assert _rows(case) == in_memory
