@@ -113,6 +113,40 @@ def stored_as(name: str) -> str:
     return m.group(1)
 
 
+def uncompressed(name: str) -> list[str]:
+    """The columns of a fact table stored uncompressed (its optional ``-- uncompressed:`` header line).
+
+    Nearly unique ids barely compress, and analysing them for compression costs more than writing
+    them (as the ids of gateway_requests).
+
+    Example:
+        >>> uncompressed("gateway_top"), uncompressed("request_chains")
+        (['request_id', 'header_request_id'], [])
+    """
+    m = re.search(r"^--\s*uncompressed:\s*(.+?)\s*$", fact_sql(name), flags=re.M)
+    return [c.strip() for c in m.group(1).split(",") if c.strip()] if m else []
+
+
+def _create(con: duckdb.DuckDBPyConnection, name: str, *, temp: bool = False) -> None:
+    """``CREATE OR REPLACE [TEMP] TABLE|VIEW name AS`` the fact's SELECT; a table with columns stored
+    uncompressed is declared from the SELECT's own column types (DESCRIBE), then filled."""
+    kind = stored_as(name).upper()
+    create = f"CREATE OR REPLACE {'TEMP ' if temp else ''}{kind} {name}"
+    plain = uncompressed(name) if kind == "TABLE" else []
+    if not plain:
+        con.execute(f"{create} AS\n{fact_sql(name)}")
+        return
+    described = con.execute(f"DESCRIBE\n{fact_sql(name)}").fetchall()
+    missing = set(plain) - {c[0] for c in described}
+    if missing:
+        raise QueryError(f"fact {name}.sql: '-- uncompressed:' names {', '.join(sorted(missing))}, "
+                         "not a column of its SELECT", where=f"queries/facts/{name}.sql")
+    columns = ", ".join(f'"{c[0]}" {c[1]}' + (" USING COMPRESSION uncompressed" if c[0] in plain else "")
+                        for c in described)
+    con.execute(f"{create} ({columns})")
+    con.execute(f"INSERT INTO {name}\n{fact_sql(name)}")
+
+
 @cache
 def _upstream(name: str) -> tuple[frozenset[str], frozenset[str]]:
     """(the evidence tables, the earlier facts) one fact is derived from, through everything it reads."""
@@ -279,7 +313,7 @@ def refresh(case: Case, *, force: bool = False) -> bool:
                 try:
                     if present.get(name, kind) != kind:  # the fact changed from a view to a table, or back
                         con.execute(f"DROP {present[name].upper()} {name}")
-                    con.execute(f"CREATE OR REPLACE {kind.upper()} {name} AS\n{fact_sql(name)}")
+                    _create(con, name)
                     built = _built_from(con)
                     built[name] = keys[name]
                     con.execute(
@@ -320,7 +354,7 @@ def _build_in_memory(case: Case) -> None:
             if name in todo:
                 if temporary.get(name, stored_as(name).upper()) != stored_as(name).upper():
                     con.execute(f"DROP {temporary[name]} temp.main.{name}")
-                con.execute(f"CREATE OR REPLACE TEMP {stored_as(name).upper()} {name} AS\n{fact_sql(name)}")
+                _create(con, name, temp=True)
             elif name in temporary:  # built in memory before, fresh in the file now
                 con.execute(f"DROP {temporary[name]} temp.main.{name}")
     except duckdb.Error as exc:

@@ -44,6 +44,7 @@ gw AS (
            request_bytes, COALESCE(status BETWEEN 300 AND 399, false) AS redirect,
            date_diff('microsecond', TIMESTAMP '1970-01-01 00:00:00', ts_start) AS start_us
     FROM gateway_top
+    WHERE EXISTS (SELECT 1 FROM request_chains)  -- no chain, no candidate: nothing to read (a gateway-only case)
 ),
 chain_ids AS (
     -- one pass over the chains: their header id (priority 1) and their rids (priority 2)
