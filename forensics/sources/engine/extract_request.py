@@ -18,19 +18,28 @@ Of the ``headers`` dict only ``header_request_id`` is kept: the value of the fir
 none when a name repeats after lower-casing). The whole dict is not stored: no question reads it,
 and the line's byte offset re-reads it from the file on demand.
 
+One compiled pass per block (:func:`scan_requests`) walks each record once: the tokeniser's raw
+spans, the value rules (quotes, ``None``, the finish fields by ``type``, the header id) and the
+integer parsing of :mod:`.spans` run on the record while it is in cache; what leaves is the
+columns' spans and integers, gathered into Arrow by the scanner.
+
 Example:
     >>> import numpy as np
     >>> line = b"Finish: obj=X(text='rid=\\\\'no\\\\'', rid='r1'), out={'meta_info': {'id': 'r1', 'prompt_tokens': 5}}"
     >>> buf = np.frombuffer(line, dtype=np.uint8)
-    >>> sp = scan_records(buf, np.array([8]), np.array([len(line)]))
-    >>> buf[sp[0, F_RID, 0]:sp[0, F_RID, 1]].tobytes(), buf[sp[0, F_PT, 0]:sp[0, F_PT, 1]].tobytes()
-    (b"'r1'", b'5')
+    >>> r = scan_requests(buf, np.array([8]), np.array([len(line)]), finished=True)
+    >>> buf[r.starts[C_RID, 0]:r.ends[C_RID, 0]].tobytes(), int(r.ints[INT_COLS.index(C_PT), 0])
+    (b'r1', 5)
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numba
 import numpy as np
+
+from forensics.sources.engine.spans import parse_int
 
 # Field slots of the span array: dataclass fields (first occurrence), then dict keys (last).
 F_RID, F_HOST, F_PORT, F_ROOM, F_STREAM, F_HEADERS = range(6)
@@ -200,22 +209,6 @@ def exact_name(buf: np.ndarray, s: int, e: int, data: np.ndarray, offs: np.ndarr
     return -1
 
 
-@numba.njit(cache=True, nogil=True)
-def _scan_all(buf: np.ndarray, s: np.ndarray, e: np.ndarray, out: np.ndarray, a_data: np.ndarray,
-              a_offs: np.ndarray, b_data: np.ndarray, b_offs: np.ndarray) -> None:
-    for li in range(s.shape[0]):
-        _scan_one(buf, s[li], e[li], out, li, a_data, a_offs, b_data, b_offs)
-
-
-def scan_records(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Raw value spans ``[line, field, start|end]`` of the kept fields of each record buf[s:e]."""
-    out = np.empty((s.shape[0], N_FIELDS, 2), dtype=np.int64)
-    if s.shape[0]:
-        _scan_all(buf, s.astype(np.int64, copy=False), e.astype(np.int64, copy=False), out,
-                  _A_DATA, _A_OFFS, _B_DATA, _B_OFFS)
-    return out
-
-
 # -- from raw spans to the columns of engine_requests ----------------------------------------------
 
 _HEADER_IDS = (b"x-request-id", b"x-correlation-id", b"x-trace-id", b"request-id")
@@ -331,19 +324,33 @@ def _header_id(buf: np.ndarray, hs: int, he: int, pairs: np.ndarray, h_data: np.
     return ids, ide
 
 
+#: Columns of :func:`scan_requests`: a span of the record (start, end; start < 0 for NULL) each.
+C_RID, C_HOST, C_PORT, C_ROOM, C_HEADER_ID, C_PT, C_CT, C_CACHED, C_FTYPE, C_FLEN, C_FSTATUS, C_FMSG, C_E2E = range(13)
+N_COLS = 13
+#: The integer columns, in the order of the ``ints`` / ``states`` rows of :class:`Requests`.
+INT_COLS = (C_PORT, C_ROOM, C_PT, C_CT, C_CACHED, C_FLEN, C_FSTATUS)
+_INT_COLS = np.array(INT_COLS, dtype=np.int64)
+
+
 @numba.njit(cache=True, nogil=True)
-def _finish(buf: np.ndarray, sp: np.ndarray, finished: np.ndarray, cols: np.ndarray,
-            h_data: np.ndarray, h_offs: np.ndarray) -> None:
+def _records(buf: np.ndarray, s: np.ndarray, e: np.ndarray, finished: bool, starts: np.ndarray,
+             ends: np.ndarray, ints: np.ndarray, states: np.ndarray, stream: np.ndarray,
+             a_data: np.ndarray, a_offs: np.ndarray, b_data: np.ndarray, b_offs: np.ndarray,
+             h_data: np.ndarray, h_offs: np.ndarray, int_cols: np.ndarray) -> None:
+    # one record at a time: the tokeniser's raw spans, then the columns and integers from them
+    # while the record is still in cache (no per-block array of raw spans, no second pass)
+    sp = np.empty((1, N_FIELDS, 2), dtype=np.int64)
     pairs = np.empty((256, 4), dtype=np.int64)
-    for li in range(sp.shape[0]):
-        rs, re_ = unquote(buf, sp[li, F_RID, 0], sp[li, F_RID, 1])
+    for li in range(s.shape[0]):
+        _scan_one(buf, s[li], e[li], sp, 0, a_data, a_offs, b_data, b_offs)
+        rs, re_ = unquote(buf, sp[0, F_RID, 0], sp[0, F_RID, 1])
         if rs < 0:
-            rs, re_ = unquote(buf, sp[li, F_ID, 0], sp[li, F_ID, 1])
-        cols[li, 0], cols[li, 1] = rs, re_
-        cols[li, 2], cols[li, 3] = unquote(buf, sp[li, F_HOST, 0], sp[li, F_HOST, 1])
-        cols[li, 4], cols[li, 5] = unquote(buf, sp[li, F_PORT, 0], sp[li, F_PORT, 1])
-        cols[li, 6], cols[li, 7] = unquote(buf, sp[li, F_ROOM, 0], sp[li, F_ROOM, 1])
-        ss, se = unquote(buf, sp[li, F_STREAM, 0], sp[li, F_STREAM, 1])
+            rs, re_ = unquote(buf, sp[0, F_ID, 0], sp[0, F_ID, 1])
+        starts[C_RID, li], ends[C_RID, li] = rs, re_
+        starts[C_HOST, li], ends[C_HOST, li] = unquote(buf, sp[0, F_HOST, 0], sp[0, F_HOST, 1])
+        starts[C_PORT, li], ends[C_PORT, li] = unquote(buf, sp[0, F_PORT, 0], sp[0, F_PORT, 1])
+        starts[C_ROOM, li], ends[C_ROOM, li] = unquote(buf, sp[0, F_ROOM, 0], sp[0, F_ROOM, 1])
+        ss, se = unquote(buf, sp[0, F_STREAM, 0], sp[0, F_STREAM, 1])
         st = -1
         if ss >= 0 and se - ss == 4 and (buf[ss] | 32) == 116 and (buf[ss + 1] | 32) == 114 \
                 and (buf[ss + 2] | 32) == 117 and (buf[ss + 3] | 32) == 101:
@@ -351,43 +358,60 @@ def _finish(buf: np.ndarray, sp: np.ndarray, finished: np.ndarray, cols: np.ndar
         elif ss >= 0 and se - ss == 5 and (buf[ss] | 32) == 102 and (buf[ss + 1] | 32) == 97 \
                 and (buf[ss + 2] | 32) == 108 and (buf[ss + 3] | 32) == 115 and (buf[ss + 4] | 32) == 101:
             st = 0
-        cols[li, 8] = st
-        hs = sp[li, F_HEADERS, 0]
+        stream[li] = st
+        hs = sp[0, F_HEADERS, 0]
         if hs >= 0:
-            cols[li, 9], cols[li, 10] = _header_id(buf, hs, sp[li, F_HEADERS, 1], pairs, h_data, h_offs)
+            starts[C_HEADER_ID, li], ends[C_HEADER_ID, li] = _header_id(buf, hs, sp[0, F_HEADERS, 1], pairs,
+                                                                        h_data, h_offs)
         else:
-            cols[li, 9], cols[li, 10] = -1, -1
-        cols[li, 11], cols[li, 12] = unquote(buf, sp[li, F_PT, 0], sp[li, F_PT, 1])
-        cols[li, 13], cols[li, 14] = unquote(buf, sp[li, F_CT, 0], sp[li, F_CT, 1])
-        cols[li, 15], cols[li, 16] = unquote(buf, sp[li, F_CACHED, 0], sp[li, F_CACHED, 1])
+            starts[C_HEADER_ID, li], ends[C_HEADER_ID, li] = -1, -1
+        starts[C_PT, li], ends[C_PT, li] = unquote(buf, sp[0, F_PT, 0], sp[0, F_PT, 1])
+        starts[C_CT, li], ends[C_CT, li] = unquote(buf, sp[0, F_CT, 0], sp[0, F_CT, 1])
+        starts[C_CACHED, li], ends[C_CACHED, li] = unquote(buf, sp[0, F_CACHED, 0], sp[0, F_CACHED, 1])
         ts, te = -1, -1
-        if finished[li]:
-            ts, te = unquote(buf, sp[li, F_TYPE, 0], sp[li, F_TYPE, 1])
-        cols[li, 17], cols[li, 18] = ts, te
+        if finished:
+            ts, te = unquote(buf, sp[0, F_TYPE, 0], sp[0, F_TYPE, 1])
+        starts[C_FTYPE, li], ends[C_FTYPE, li] = ts, te
         is_len = te - ts == 6 and buf[ts] == 108 and buf[ts + 1] == 101 and buf[ts + 2] == 110 \
             and buf[ts + 3] == 103 and buf[ts + 4] == 116 and buf[ts + 5] == 104
         is_abort = te - ts == 5 and buf[ts] == 97 and buf[ts + 1] == 98 and buf[ts + 2] == 111 \
             and buf[ts + 3] == 114 and buf[ts + 4] == 116
-        cols[li, 19], cols[li, 20] = unquote(buf, sp[li, F_LEN, 0], sp[li, F_LEN, 1]) if is_len else (-1, -1)
-        cols[li, 21], cols[li, 22] = unquote(buf, sp[li, F_STATUS, 0], sp[li, F_STATUS, 1]) if is_abort \
-            else (-1, -1)
-        ms, me = unquote(buf, sp[li, F_MSG, 0], sp[li, F_MSG, 1]) if is_abort else (-1, -1)
+        starts[C_FLEN, li], ends[C_FLEN, li] = unquote(buf, sp[0, F_LEN, 0], sp[0, F_LEN, 1]) if is_len else (-1, -1)
+        starts[C_FSTATUS, li], ends[C_FSTATUS, li] = \
+            unquote(buf, sp[0, F_STATUS, 0], sp[0, F_STATUS, 1]) if is_abort else (-1, -1)
+        ms, me = unquote(buf, sp[0, F_MSG, 0], sp[0, F_MSG, 1]) if is_abort else (-1, -1)
         if ms >= 0:
             me = cap_end(buf, ms, me, 1024)
-        cols[li, 23], cols[li, 24] = ms, me
-        cols[li, 25], cols[li, 26] = unquote(buf, sp[li, F_LAT, 0], sp[li, F_LAT, 1])
+        starts[C_FMSG, li], ends[C_FMSG, li] = ms, me
+        starts[C_E2E, li], ends[C_E2E, li] = unquote(buf, sp[0, F_LAT, 0], sp[0, F_LAT, 1])
+        for k in range(int_cols.shape[0]):
+            c = int_cols[k]
+            ints[k, li], states[k, li] = parse_int(buf, starts[c, li], ends[c, li])
 
 
-#: Column spans produced by :func:`finish_records` (pairs of start, end in ``cols``).
-COLS = ("rid", "host", "port", "room", "stream", "header_id", "pt", "ct", "cached", "ftype", "flen",
-        "fstatus", "fmsg", "e2e")
+@dataclass(frozen=True)
+class Requests:
+    """The columns of a block's request records, as spans of its buffer and parsed integers."""
+
+    #: ``[column, record]`` start and end of each of the ``C_*`` columns (start < 0: NULL)
+    starts: np.ndarray
+    ends: np.ndarray
+    #: ``[k, record]`` value and :mod:`.spans` state (INT_NULL, INT_OK, INT_ODD) of ``INT_COLS[k]``
+    ints: np.ndarray
+    states: np.ndarray
+    #: ``stream``: 1 true, 0 false, -1 absent or neither
+    stream: np.ndarray
 
 
-def finish_records(buf: np.ndarray, spans: np.ndarray, finished: np.ndarray) -> np.ndarray:
-    """Typed-column spans of request records: ``cols[:, 2*i:2*i+2]`` for each of :data:`COLS`
-    (``stream`` is one value: 1, 0 or -1)."""
-    n = spans.shape[0]
-    cols = np.empty((n, 2 * len(COLS) - 1), dtype=np.int64)
+def scan_requests(buf: np.ndarray, s: np.ndarray, e: np.ndarray, *, finished: bool) -> Requests:
+    """The ``engine_requests`` columns of the records buf[s:e] (``Receive`` or, ``finished``,
+    ``Finish``), in one compiled pass: tokeniser, value rules and integer parsing per record."""
+    n = int(s.shape[0])
+    out = Requests(starts=np.empty((N_COLS, n), dtype=np.int64), ends=np.empty((N_COLS, n), dtype=np.int64),
+                   ints=np.empty((len(INT_COLS), n), dtype=np.int64),
+                   states=np.empty((len(INT_COLS), n), dtype=np.int8), stream=np.empty(n, dtype=np.int8))
     if n:
-        _finish(buf, spans, finished.astype(np.bool_), cols, _H_DATA, _H_OFFS)
-    return cols
+        _records(buf, s.astype(np.int64, copy=False), e.astype(np.int64, copy=False), finished, out.starts,
+                 out.ends, out.ints, out.states, out.stream, _A_DATA, _A_OFFS, _B_DATA, _B_OFFS, _H_DATA, _H_OFFS,
+                 _INT_COLS)
+    return out

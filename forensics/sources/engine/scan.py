@@ -326,27 +326,17 @@ class Scanner:
 
     def _requests(self, ctx: _Ctx, rows: np.ndarray, finished: bool) -> pa.Table:
         buf = ctx.buf
-        spans = xr.scan_records(buf, ctx.msg[rows], ctx.batch.ends[rows])
-        c = xr.finish_records(buf, spans, np.full(rows.shape[0], finished))
+        r = xr.scan_requests(buf, ctx.msg[rows], ctx.batch.ends[rows], finished=finished)
         cols = self._common(ctx, rows)
         cols["kind"] = _repeat("finished" if finished else "received", rows.shape[0])
-        cols["rid"] = to_strings(buf, c[:, 0], c[:, 1])
-        cols["bootstrap_host"] = to_strings(buf, c[:, 2], c[:, 3])
-        v, st = parse_ints(buf, c[:, 4], c[:, 5])
-        cols["bootstrap_port"] = int_array(self.con, buf, c[:, 4], c[:, 5], v, st, pa.int32())
-        v, st = parse_ints(buf, c[:, 6], c[:, 7])
-        cols["bootstrap_room"] = int_array(self.con, buf, c[:, 6], c[:, 7], v, st)
-        cols["stream"] = pa.array(c[:, 8] == 1, mask=c[:, 8] < 0)
-        cols["header_request_id"] = to_strings(buf, c[:, 9], c[:, 10])
-        for name, a in (("prompt_tokens", 11), ("completion_tokens", 13), ("cached_tokens", 15),
-                        ("finish_length", 19)):
-            v, st = parse_ints(buf, c[:, a], c[:, a + 1])
-            cols[name] = int_array(self.con, buf, c[:, a], c[:, a + 1], v, st)
-        cols["finish_type"] = to_strings(buf, c[:, 17], c[:, 18])
-        v, st = parse_ints(buf, c[:, 21], c[:, 22])
-        cols["finish_status_code"] = int_array(self.con, buf, c[:, 21], c[:, 22], v, st, pa.int32())
-        cols["finish_message"] = to_strings(buf, c[:, 23], c[:, 24])
-        cols["e2e_latency"] = to_strings(buf, c[:, 25], c[:, 26])  # cast by DuckDB
+        for name, c in (("rid", xr.C_RID), ("bootstrap_host", xr.C_HOST), ("header_request_id", xr.C_HEADER_ID),
+                        ("finish_type", xr.C_FTYPE), ("finish_message", xr.C_FMSG),
+                        ("e2e_latency", xr.C_E2E)):  # e2e_latency: cast by DuckDB
+            cols[name] = to_strings(buf, r.starts[c], r.ends[c])
+        for k, (name, c) in enumerate(zip(_REQUEST_INTS, xr.INT_COLS, strict=True)):
+            cols[name] = int_array(self.con, buf, r.starts[c], r.ends[c], r.ints[k], r.states[k],
+                                   _REQUEST_TYPES[name])
+        cols["stream"] = pa.array(r.stream == 1, mask=r.stream < 0)
         cols.update(self._tail(ctx, rows))
         return _request_table(cols, rows.shape[0])
 
@@ -545,6 +535,11 @@ _REQUEST_TYPES = {"bootstrap_port": pa.int32(), "bootstrap_room": pa.int64(), "s
                   "finish_length": pa.int64(), "finish_status_code": pa.int32(), "input_len": pa.int64(),
                   "output_len": pa.int64(), "ts": _TS, "ts_inferred": pa.bool_(), "line_no": pa.int64(),
                   "byte_offset": pa.int64()}
+
+
+#: engine_requests' integer columns, in the order of ``extract_request.INT_COLS``
+_REQUEST_INTS = ("bootstrap_port", "bootstrap_room", "prompt_tokens", "completion_tokens", "cached_tokens",
+                 "finish_length", "finish_status_code")
 
 
 def _request_table(cols: dict[str, pa.Array], n: int) -> pa.Table:
