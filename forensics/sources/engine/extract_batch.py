@@ -36,6 +36,9 @@ KEYS = ("#new-seq", "#new-token", "#cached-token", "#token", "#running-req", "#q
 K_NEW_SEQ, K_NEW_TOKEN, K_CACHED, K_TOKEN, K_RUNNING, K_QUEUE, K_USAGE, K_FULL_USAGE, K_IN_TPUT, K_GEN_TPUT = \
     range(10)
 
+#: The integer keys (the ``ints`` / ``states`` rows of :class:`Batches`), parsed in the same pass.
+INT_KEYS = (K_NEW_SEQ, K_NEW_TOKEN, K_CACHED, K_TOKEN, K_RUNNING, K_QUEUE)
+
 _KDATA = np.frombuffer("".join(KEYS).encode(), dtype=np.uint8).copy()
 _KOFFS = np.zeros(len(KEYS) + 1, dtype=np.int64)
 np.cumsum([len(k) for k in KEYS], out=_KOFFS[1:])
@@ -49,6 +52,8 @@ class Batches:
     iter_val: np.ndarray  # int64
     iter_state: np.ndarray  # int8 (spans.INT_*)
     spans: np.ndarray  # int64 [line, key, start|end] raw value spans, -1 when absent
+    ints: np.ndarray  # int64 [k, line] value of INT_KEYS[k]
+    states: np.ndarray  # int8 [k, line] its spans.INT_* state
 
 
 @numba.njit(cache=True, nogil=True)
@@ -158,7 +163,8 @@ def _pairs_regex(buf: np.ndarray, s: int, e: int, out: np.ndarray, li: int, kdat
 
 @numba.njit(cache=True, nogil=True)
 def _scan(buf: np.ndarray, s: np.ndarray, e: np.ndarray, prefill: np.ndarray, itv: np.ndarray,
-          its: np.ndarray, out: np.ndarray, kdata: np.ndarray, koffs: np.ndarray) -> None:
+          its: np.ndarray, out: np.ndarray, ints: np.ndarray, states: np.ndarray, kdata: np.ndarray,
+          koffs: np.ndarray) -> None:
     for li in range(s.shape[0]):
         ms = s[li]
         me = e[li]
@@ -203,6 +209,9 @@ def _scan(buf: np.ndarray, s: np.ndarray, e: np.ndarray, prefill: np.ndarray, it
                 be -= 1
         if not _plain_pairs(buf, bs, be, out, li, kdata, koffs):
             _pairs_regex(buf, ms, me, out, li, kdata, koffs)
+        # the integer keys (the first slots) while the line is in cache: no second pass per key
+        for k in range(ints.shape[0]):
+            ints[k, li], states[k, li] = parse_int(buf, out[li, k, 0], out[li, k, 1])
 
 
 def scan_batches(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> Batches:
@@ -212,7 +221,9 @@ def scan_batches(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> Batches:
     itv = np.empty(n, dtype=np.int64)
     its = np.empty(n, dtype=np.int8)
     out = np.empty((n, len(KEYS), 2), dtype=np.int64)
+    ints = np.empty((len(INT_KEYS), n), dtype=np.int64)
+    states = np.empty((len(INT_KEYS), n), dtype=np.int8)
     if n:
-        _scan(buf, s.astype(np.int64, copy=False), e.astype(np.int64, copy=False), prefill, itv, its, out,
-              _KDATA, _KOFFS)
-    return Batches(is_prefill=prefill, iter_val=itv, iter_state=its, spans=out)
+        _scan(buf, s.astype(np.int64, copy=False), e.astype(np.int64, copy=False), prefill, itv, its, out, ints,
+              states, _KDATA, _KOFFS)
+    return Batches(is_prefill=prefill, iter_val=itv, iter_state=its, spans=out, ints=ints, states=states)

@@ -297,12 +297,9 @@ class Scanner:
         cols["ranks"] = self._ranks(ctx, rows)
         cols["kind"] = _BATCH_KINDS.take(pa.array(r.is_prefill.view(np.int8)))
         cols["iter"] = pa.array(r.iter_val, mask=r.iter_state != INT_OK)
-        for name, slot in (("new_seq", xb.K_NEW_SEQ), ("new_token", xb.K_NEW_TOKEN),
-                           ("cached_token", xb.K_CACHED), ("num_token", xb.K_TOKEN),
-                           ("running_req", xb.K_RUNNING), ("queue_req", xb.K_QUEUE)):
-            a, b = r.spans[:, slot, 0], r.spans[:, slot, 1]
-            v, st = parse_ints(buf, a, b)
-            cols[name] = int_array(self.con, buf, a, b, v, st)
+        for k, (name, slot) in enumerate(zip(("new_seq", "new_token", "cached_token", "num_token", "running_req",
+                                              "queue_req"), xb.INT_KEYS, strict=True)):
+            cols[name] = int_array(self.con, buf, r.spans[:, slot, 0], r.spans[:, slot, 1], r.ints[k], r.states[k])
         for name, first, second in (("token_usage", xb.K_USAGE, xb.K_FULL_USAGE),
                                     ("throughput", xb.K_IN_TPUT, xb.K_GEN_TPUT)):
             use1 = r.spans[:, first, 0] >= 0
