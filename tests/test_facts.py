@@ -324,3 +324,25 @@ def test_a_read_only_case_builds_in_memory_only_its_stale_facts(sample_case_path
     with forensics.open_case(path) as case:
         assert facts.refresh(case)
         assert _rows(case) == in_memory
+
+
+def test_the_ids_of_gateway_top_are_stored_uncompressed(tmp_path: Path) -> None:
+    """Its '-- uncompressed:' header: the table is declared with those columns uncompressed, the rows as its SELECT's."""
+    with forensics.open_case(tmp_path / "case.duckdb", now=dt.datetime(2026, 10, 1)) as case:
+        _ingest(case, "gateway", [GATEWAY / "litellm"])
+        case.con.execute("CHECKPOINT")
+        stored = dict(case.sql("SELECT column_name, min(compression) FROM pragma_storage_info('gateway_top') "
+                               "WHERE segment_type = 'VARCHAR' GROUP BY ALL").fetchall())
+        assert stored["request_id"] == stored["header_request_id"] == "Uncompressed"
+        assert stored["tenant_id"] != "Uncompressed"
+        select = case.sql(f"SELECT * FROM ({facts.fact_sql('gateway_top')}) ORDER BY ALL").fetchall()
+        assert case.sql("SELECT * FROM gateway_top ORDER BY ALL").fetchall() == select
+
+
+def test_an_uncompressed_column_the_select_lacks_is_named(synth: Synth, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = facts.fact_sql
+    monkeypatch.setattr(facts, "fact_sql", lambda name: (
+        real(name).replace("-- uncompressed: request_id,", "-- uncompressed: no_such_id,") if name == "gateway_top"
+        else real(name)))
+    with pytest.raises(QueryError, match="no_such_id, not a column"):
+        facts.refresh(synth.case, force=True)
