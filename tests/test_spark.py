@@ -130,6 +130,17 @@ def _params(name: str, given: bool) -> dict[str, Any]:
     return out
 
 
+# -- the local session's JVM -------------------------------------------------------------------------
+
+
+def test_local_jvm_code_cache_is_not_the_c1_only_48_mb(spark: Any) -> None:
+    """Regression: C1-only HotSpot reserves 48 MB of code cache; the suite's queries filled it and killed the JVM."""
+    bean = spark._jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        spark._jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+    reserved = int(bean.getVMOption("ReservedCodeCacheSize").getValue())
+    assert reserved >= 240 * 1024 * 1024, reserved
+
+
 # -- the DuckDB path stays free of Spark -------------------------------------------------------------
 
 

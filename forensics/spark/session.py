@@ -43,8 +43,11 @@ DEFAULT_CONF = {
 }
 
 
-#: JVM flags of a local session (driver = executor): C1 only, the parallel (throughput) collector
-LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
+#: JVM flags of a local session (driver = executor): C1 only, the parallel (throughput) collector,
+#: and a code cache as large as a full tiered JVM's (240 MB): with C1 only HotSpot reserves 48 MB for compiled code,
+#: which Spark's generated code for a few hundred queries fills; the JVM then died ("Out of space in
+#: CodeCache for method handle intrinsic", seen in make test). Reserved address space, not memory.
+LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC -XX:ReservedCodeCacheSize=256m"
 
 
 class SparkUnavailableError(ForensicsError):
