@@ -56,16 +56,16 @@ SELECT
     c.decode_rid,
     CASE
         WHEN a.chosen AND a.n_equal > 1 THEN
-            'taken: the nearest of ' || CAST(a.n_equal AS VARCHAR)
+            'taken: the nearest of ' || CAST(a.n_equal AS VARCHAR(64))
             || ' chains as good as each other for this record (less than 1 s apart)'
         WHEN a.chosen AND a.match_method IN ('header_id', 'rid') THEN
-            'taken: ' || CAST(a.n_claims AS VARCHAR)
+            'taken: ' || CAST(a.n_claims AS VARCHAR(64))
             || ' records of one layer carry this chain''s id: each is reported as this request'
         WHEN a.chosen THEN
-            'taken: ' || CAST(a.n_claims AS VARCHAR)
+            'taken: ' || CAST(a.n_claims AS VARCHAR(64))
             || ' records claim this chain as well as each other (less than 1 s apart); this one is nearest'
         WHEN a.taken_by IS NOT NULL THEN
-            'not taken: the chain went to record ' || CAST(a.taken_by AS VARCHAR)
+            'not taken: the chain went to record ' || CAST(a.taken_by AS VARCHAR(64))
             || CASE WHEN a.record_matched THEN '' ELSE '; this record matched no chain' END
         WHEN a.record_matched THEN 'not taken: as good as the chain taken for this record'
         ELSE 'not taken: this record''s best chain went to another record (mutual best match only); '

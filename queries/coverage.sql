@@ -54,7 +54,7 @@ line_kinds AS (
 ),
 kinds AS (
     SELECT k.file_id,
-           string_agg(k.kind || '=' || CAST(k.n_lines AS VARCHAR), ', ' ORDER BY k.n_lines DESC, k.kind) AS lines_by_kind,
+           string_agg(k.kind || '=' || CAST(k.n_lines AS VARCHAR(64)), ', ' ORDER BY k.n_lines DESC, k.kind) AS lines_by_kind,
            CAST(sum(CASE WHEN k.family IN ('engine', 'router') THEN k.n_lines ELSE 0 END) AS BIGINT) AS lines_recognised,
            CAST(sum(CASE WHEN k.family = 'foreign' THEN k.n_lines ELSE 0 END) AS BIGINT) AS lines_foreign,
            CAST(sum(CASE WHEN k.family = 'unknown' THEN k.n_lines ELSE 0 END) AS BIGINT) AS lines_unknown,

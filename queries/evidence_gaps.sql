@@ -39,12 +39,12 @@ gaps AS (
     FROM unread_paths
     UNION ALL
     SELECT 'rejected_lines', false, file_id, shown_path, kind, node, rows_rejected,
-           CAST(rows_rejected AS VARCHAR) || ' line(s) rejected, kept with their reason in rejected_lines'
+           CAST(rows_rejected AS VARCHAR(64)) || ' line(s) rejected, kept with their reason in rejected_lines'
     FROM files WHERE status = 'done' AND rows_rejected > 0
     UNION ALL
     SELECT 'grown', false, file_id, shown_path, kind, node, CAST(NULL AS BIGINT),
-           'a newer version of file_id ' || CAST(prior_file_id AS VARCHAR) || ': lines '
-               || CAST(first_line AS VARCHAR) || ' on were loaded from it'
+           'a newer version of file_id ' || CAST(prior_file_id AS VARCHAR(64)) || ': lines '
+               || CAST(first_line AS VARCHAR(64)) || ' on were loaded from it'
     FROM files WHERE status = 'done' AND prior_file_id IS NOT NULL
     UNION ALL
     SELECT 'warning', false, file_id, shown_path, kind, node, CAST(NULL AS BIGINT), warning

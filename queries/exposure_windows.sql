@@ -72,8 +72,8 @@ node_rows AS (
 ),
 fleet AS (
     SELECT 'fleet' AS scope,
-           CAST(NULL AS VARCHAR) AS node,
-           CAST(NULL AS VARCHAR) AS role,
+           CAST(NULL AS VARCHAR(64)) AS node,
+           CAST(NULL AS VARCHAR(64)) AS role,
            COALESCE(CAST($start AS TIMESTAMP), min(window_start)) AS window_start,
            COALESCE(CAST($end AS TIMESTAMP), max(window_end)) AS window_end,
            CASE WHEN $end IS NOT NULL THEN false

@@ -24,7 +24,7 @@ unknowns AS (
     SELECT node, start_seq,
            CASE WHEN NOT start_logged
                 THEN node || CASE WHEN pod <> node THEN ' pod ' || pod ELSE '' END || ' (no startup lines)'
-                ELSE node || ' #' || CAST(start_seq AS VARCHAR) || ' (no '
+                ELSE node || ' #' || CAST(start_seq AS VARCHAR(64)) || ' (no '
                      || CASE WHEN max_total_num_tokens IS NULL AND context_len IS NULL THEN 'pool / context length'
                              WHEN max_total_num_tokens IS NULL THEN 'pool'
                              ELSE 'context length' END || ')' END AS label,
@@ -52,7 +52,7 @@ checks AS (
 parts AS (
     SELECT c.*, k.n_fail,
            CASE WHEN c.n_unknown > 0
-                THEN CAST(c.n_unknown AS VARCHAR) || ' node start(s) without pool / context in the logs: '
+                THEN CAST(c.n_unknown AS VARCHAR(64)) || ' node start(s) without pool / context in the logs: '
                      || u.first_labels || CASE WHEN c.n_unknown > 10 THEN ' ...' ELSE '' END END AS unknown_list,
            u.labels
     FROM counts c CROSS JOIN checks k CROSS JOIN unknown_text u
@@ -63,11 +63,11 @@ answers AS (
            CASE WHEN n_exposed > 0 THEN n_exposed WHEN n_unknown > 0 THEN n_unknown ELSE n_starts END AS n,
            CASE WHEN n_exposed > 0 THEN n_exposed_nodes WHEN n_unknown > 0 THEN n_unknown_nodes ELSE n_nodes END AS n_nodes,
            CASE WHEN n_exposed > 0
-                THEN 'yes: ' || CAST(n_exposed_nodes AS VARCHAR) || ' node(s) ran with a KV pool smaller than the context length'
+                THEN 'yes: ' || CAST(n_exposed_nodes AS VARCHAR(64)) || ' node(s) ran with a KV pool smaller than the context length'
                      || CASE WHEN n_unknown > 0 THEN '; also ' || unknown_list ELSE '' END
                 WHEN n_unknown > 0 THEN 'unknown (' || unknown_list || ')'
                 WHEN n_starts = 0 THEN 'unknown (no engine startup lines in the case: no node''s pool or context is known)'
-                ELSE 'no: every one of the ' || CAST(n_starts AS VARCHAR) || ' node start(s) has a pool at least its context length'
+                ELSE 'no: every one of the ' || CAST(n_starts AS VARCHAR(64)) || ' node start(s) has a pool at least its context length'
            END AS detail,
            n_unknown, labels
     FROM parts
@@ -76,7 +76,7 @@ answers AS (
            CASE WHEN n_fail > 0 THEN 'no' WHEN n_unknown > 0 OR n_starts = 0 THEN 'unknown' ELSE 'yes' END,
            CASE WHEN n_fail > 0 THEN n_fail WHEN n_unknown > 0 THEN n_unknown ELSE n_starts END,
            CASE WHEN n_fail > 0 THEN NULL WHEN n_unknown > 0 THEN n_unknown_nodes ELSE n_nodes END,
-           CASE WHEN n_fail > 0 THEN 'no: ' || CAST(n_fail AS VARCHAR) || ' failing check(s)'
+           CASE WHEN n_fail > 0 THEN 'no: ' || CAST(n_fail AS VARCHAR(64)) || ' failing check(s)'
                 WHEN n_unknown > 0 THEN 'unknown (' || unknown_list || ')'
                 WHEN n_starts = 0 THEN 'unknown (no engine startup lines: no node''s configuration is known)'
                 ELSE 'yes: every post-fix check passes' END,

@@ -94,8 +94,8 @@ SELECT
     p.source_tenant_id IS NOT DISTINCT FROM p.tenant_id AS same_tenant,
     EXISTS (SELECT 1 FROM affected_requests_result a WHERE a.request_id = p.source_request_id) AS source_is_affected,
     concat_ws('; ', p.source_gateway_evidence,
-        'decode_finish=' || COALESCE(ed.rel, 'file' || CAST(p.source_file_id AS VARCHAR))
-            || ':' || CAST(p.source_line_no AS VARCHAR)) AS source_evidence
+        'decode_finish=' || COALESCE(ed.rel, 'file' || CAST(p.source_file_id AS VARCHAR(64)))
+            || ':' || CAST(p.source_line_no AS VARCHAR(64))) AS source_evidence
 FROM pairs p
 LEFT JOIN evidence_paths ed ON ed.file_id = p.source_file_id
 ORDER BY p.ts, p.request_id, p.source_finished_ts, p.source_request_id, p.source_decode_rid

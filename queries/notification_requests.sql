@@ -19,7 +19,7 @@ WITH received AS (
 exposed AS (
     SELECT DISTINCT s.source_tenant_id AS tenant_id, 'data-possibly-exposed' AS notice_type,
            s.source_request_id AS request_id, s.source_header_request_id AS header_request_id,
-           s.source_finished_ts AS ts, CAST(NULL AS VARCHAR) AS confidence
+           s.source_finished_ts AS ts, CAST(NULL AS VARCHAR(64)) AS confidence
     FROM leak_sources_result s
     WHERE NOT s.same_tenant
 ),

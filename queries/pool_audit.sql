@@ -64,28 +64,28 @@ SELECT
     j.allow_auto_truncate,
     CASE
         WHEN NOT j.start_logged THEN
-            'no startup lines in the logs for this node (lines from ' || CAST(j.ts_start AS VARCHAR)
+            'no startup lines in the logs for this node (lines from ' || CAST(j.ts_start AS VARCHAR(64))
             || '): its pool and context length are unknown'
             || CASE WHEN COALESCE(r.n_rejections, 0) > 0
-                    THEN '; ' || CAST(r.n_rejections AS VARCHAR) || ' scheduler rejection(s) logged' ELSE '' END
+                    THEN '; ' || CAST(r.n_rejections AS VARCHAR(64)) || ' scheduler rejection(s) logged' ELSE '' END
         WHEN j.verdict = 'unknown' THEN 'startup line with max_total_num_tokens/context_len not found'
         WHEN j.verdict = 'exposed' THEN
-            'pool ' || CAST(j.max_total_num_tokens AS VARCHAR) || ' < context '
-            || CAST(j.context_len AS VARCHAR) || ': prompts of '
-            || CAST(j.admission_limit AS VARCHAR) || '..' || CAST(j.context_len - 1 AS VARCHAR)
+            'pool ' || CAST(j.max_total_num_tokens AS VARCHAR(64)) || ' < context '
+            || CAST(j.context_len AS VARCHAR(64)) || ': prompts of '
+            || CAST(j.admission_limit AS VARCHAR(64)) || '..' || CAST(j.context_len - 1 AS VARCHAR(64))
             || ' tokens pass the front end and take the placeholder path'
         WHEN COALESCE(j.role, 'unified') NOT IN ('prefill', 'unified')
              AND j.max_total_num_tokens < j.context_len THEN
             'decode pool smaller than context: not the placeholder trigger, but lower the context length'
         ELSE
-            'scheduler margin only: prompts of ' || CAST(j.admission_limit AS VARCHAR) || '..'
-            || CAST(j.context_len - 1 AS VARCHAR) || ' tokens pass the front end but are rejected'
+            'scheduler margin only: prompts of ' || CAST(j.admission_limit AS VARCHAR(64)) || '..'
+            || CAST(j.context_len - 1 AS VARCHAR(64)) || ' tokens pass the front end but are rejected'
             || CASE WHEN COALESCE(r.n_rejections, 0) > 0
-                    THEN '; ' || CAST(r.n_rejections AS VARCHAR) || ' scheduler rejection(s) logged in this period'
+                    THEN '; ' || CAST(r.n_rejections AS VARCHAR(64)) || ' scheduler rejection(s) logged in this period'
                     ELSE '' END
     END AS notes,
     CASE WHEN j.start_logged
-         THEN COALESCE(ef.rel, 'file' || CAST(j.file_id AS VARCHAR)) || ':' || CAST(j.line_no AS VARCHAR)
+         THEN COALESCE(ef.rel, 'file' || CAST(j.file_id AS VARCHAR(64))) || ':' || CAST(j.line_no AS VARCHAR(64))
          ELSE 'no startup lines' END AS evidence
 FROM start_periods j
 LEFT JOIN rej r ON r.node = j.node AND r.pod = j.pod AND r.start_seq = j.start_seq

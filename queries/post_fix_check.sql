@@ -86,18 +86,18 @@ checks AS (
     SELECT 1 AS ord, 'node_config' AS "check", l.node,
            CASE WHEN l.verdict = 'exposed' THEN 'fail' WHEN l.verdict = 'unknown' THEN 'warn' ELSE 'pass' END AS result,
            CAST(NULL AS BIGINT) AS n, l.ts_start AS first_ts, l.period_end AS last_ts,
-           'latest start #' || CAST(l.start_seq AS VARCHAR)
+           'latest start #' || CAST(l.start_seq AS VARCHAR(64))
                || CASE WHEN l.pod <> l.node THEN ' of pod ' || l.pod ELSE '' END
                || ' (' || COALESCE(l.role, 'role unknown')
-               || '): pool ' || COALESCE(CAST(l.max_total_num_tokens AS VARCHAR), '?')
-               || ', context ' || COALESCE(CAST(l.context_len AS VARCHAR), '?')
-               || ', admission limit ' || COALESCE(CAST(l.admission_limit AS VARCHAR), '?')
+               || '): pool ' || COALESCE(CAST(l.max_total_num_tokens AS VARCHAR(64)), '?')
+               || ', context ' || COALESCE(CAST(l.context_len AS VARCHAR(64)), '?')
+               || ', admission limit ' || COALESCE(CAST(l.admission_limit AS VARCHAR(64)), '?')
                || CASE WHEN f.fixed_at IS NOT NULL AND l.verdict <> 'exposed'
-                       THEN '; exposed until the restart at ' || CAST(f.fixed_at AS VARCHAR) ELSE '' END
+                       THEN '; exposed until the restart at ' || CAST(f.fixed_at AS VARCHAR(64)) ELSE '' END
                || CASE WHEN l.verdict = 'exposed' THEN '; STILL EXPOSED: lower the context length or enlarge the pool' ELSE '' END
                || CASE WHEN l.verdict <> 'ok' AND l.newer_pod_start IS NOT NULL
-                       THEN '; a newer pod of the node started at ' || CAST(l.newer_pod_start AS VARCHAR)
-                            || ' and this pod''s last line is at ' || CAST(l.period_end AS VARCHAR)
+                       THEN '; a newer pod of the node started at ' || CAST(l.newer_pod_start AS VARCHAR(64))
+                            || ' and this pod''s last line is at ' || CAST(l.period_end AS VARCHAR(64))
                             || ': if it stopped there, it no longer runs this configuration' ELSE '' END
                AS detail
     FROM latest l LEFT JOIN fixes f ON f.node = l.node
@@ -105,16 +105,16 @@ checks AS (
     SELECT 2, 'placeholder_after_fix', f.node,
            CASE WHEN SUM(CASE WHEN o.gw_2xx = 1 OR o.decode_ok = 1 THEN 1 ELSE 0 END) > 0 THEN 'fail' ELSE 'pass' END,
            count(o.rid), min(o.ts), max(o.ts),
-           CAST(count(o.rid) AS VARCHAR) || ' placeholder-path rejection(s) after the fix at '
-               || CAST(f.fixed_at AS VARCHAR) || ', '
-               || CAST(COALESCE(SUM(CASE WHEN o.gw_2xx = 1 OR o.decode_ok = 1 THEN 1 ELSE 0 END), 0) AS VARCHAR)
+           CAST(count(o.rid) AS VARCHAR(64)) || ' placeholder-path rejection(s) after the fix at '
+               || CAST(f.fixed_at AS VARCHAR(64)) || ', '
+               || CAST(COALESCE(SUM(CASE WHEN o.gw_2xx = 1 OR o.decode_ok = 1 THEN 1 ELSE 0 END), 0) AS VARCHAR(64))
                || ' answered 2xx or decoded'
     FROM fixes f
     LEFT JOIN rej_outcome o ON o.node = f.node AND o.ts >= f.fixed_at
     GROUP BY f.node, f.fixed_at
     UNION ALL
     SELECT 3, 'margin_rejections', j.node, 'warn', count(*), min(r.ts), max(r.ts),
-           CAST(count(*) AS VARCHAR) || ' placeholder-path rejection(s) while the node was not exposed'
+           CAST(count(*) AS VARCHAR(64)) || ' placeholder-path rejection(s) while the node was not exposed'
                || ' (prompts within the scheduler margin below context_len)'
     FROM start_periods j
     JOIN rej r ON r.node = j.node AND r.pod = j.pod
@@ -123,7 +123,7 @@ checks AS (
     GROUP BY j.node
     UNION ALL
     SELECT 4, 'long_prompts_after_fix', f.node, 'info', count(e.rid), min(e.ts), max(e.ts),
-           CAST(count(e.rid) AS VARCHAR) || ' prompt(s) of >= ' || CAST(f.old_limit AS VARCHAR)
+           CAST(count(e.rid) AS VARCHAR(64)) || ' prompt(s) of >= ' || CAST(f.old_limit AS VARCHAR(64))
                || ' tokens (the old admission limit) prefilled in full after the fix'
     FROM fixes f
     LEFT JOIN (
@@ -134,16 +134,16 @@ checks AS (
       ON e.node = f.node AND e.ts >= f.fixed_at AND e.prompt_tokens >= f.old_limit
     GROUP BY f.node, f.old_limit
     UNION ALL
-    SELECT 5, 'integrity_events', CAST(NULL AS VARCHAR),
+    SELECT 5, 'integrity_events', CAST(NULL AS VARCHAR(64)),
            CASE WHEN count(*) > 0 THEN 'fail' ELSE 'pass' END, count(*), min(ts), max(ts),
-           CAST(count(*) AS VARCHAR) || ' KV checksum mismatch / context corruption line(s)'
+           CAST(count(*) AS VARCHAR(64)) || ' KV checksum mismatch / context corruption line(s)'
     FROM engine_events
     WHERE kind IN ('kv_checksum_mismatch', 'context_corruption')
     UNION ALL
-    SELECT 6, 'kv_verification', CAST(NULL AS VARCHAR),
+    SELECT 6, 'kv_verification', CAST(NULL AS VARCHAR(64)),
            CASE WHEN v.n > 0 THEN 'pass' ELSE 'warn' END, v.n, v.first_ts, v.last_ts,
-           CASE WHEN v.n > 0 THEN CAST(v.n AS VARCHAR) || ' KV verification line(s): requests are being verified'
-                WHEN s.n_enabled > 0 THEN 'checksum/canary enabled on ' || CAST(s.n_enabled AS VARCHAR)
+           CASE WHEN v.n > 0 THEN CAST(v.n AS VARCHAR(64)) || ' KV verification line(s): requests are being verified'
+                WHEN s.n_enabled > 0 THEN 'checksum/canary enabled on ' || CAST(s.n_enabled AS VARCHAR(64))
                      || ' node(s) but no verification line logged'
                 ELSE 'no KV checksum/canary: enable --disaggregation-enable-kv-checksum / --kv-canary where supported' END
     FROM (SELECT count(*) AS n, min(ts) AS first_ts, max(ts) AS last_ts FROM engine_events WHERE kind = 'kv_verified') v

@@ -27,19 +27,19 @@ engine_refs AS (
     UNION ALL SELECT request_id, 'decode_finished', decode_finished_file_id, decode_finished_line_no FROM a
 ),
 engine_events AS (
-    SELECT r.request_id, r.event, e.ts, e.node, CAST(NULL AS VARCHAR) AS layer, e.rid AS engine_rid,
+    SELECT r.request_id, r.event, e.ts, e.node, CAST(NULL AS VARCHAR(64)) AS layer, e.rid AS engine_rid,
            CAST(e.finish_status_code AS INTEGER) AS status, e.prompt_tokens,
            CASE WHEN r.event LIKE '%finished' THEN 'finish ' || COALESCE(e.finish_type, '?')
-                    || ', prompt_tokens ' || COALESCE(CAST(e.prompt_tokens AS VARCHAR), '?')
-                ELSE 'bootstrap_room ' || COALESCE(CAST(e.bootstrap_room AS VARCHAR), '?') END AS detail,
+                    || ', prompt_tokens ' || COALESCE(CAST(e.prompt_tokens AS VARCHAR(64)), '?')
+                ELSE 'bootstrap_room ' || COALESCE(CAST(e.bootstrap_room AS VARCHAR(64)), '?') END AS detail,
            e.file_id, e.line_no
     FROM engine_refs r
     JOIN engine_requests e ON e.file_id = r.file_id AND e.line_no = r.line_no
     WHERE r.event <> 'scheduler_rejection'
     UNION ALL
     SELECT r.request_id, r.event, j.ts, j.node, NULL, j.rid, NULL, j.input_tokens,
-           'input ' || COALESCE(CAST(j.input_tokens AS VARCHAR), '?') || ' tokens, limit '
-               || COALESCE(CAST(j.limit_tokens AS VARCHAR), '?'),
+           'input ' || COALESCE(CAST(j.input_tokens AS VARCHAR(64)), '?') || ' tokens, limit '
+               || COALESCE(CAST(j.limit_tokens AS VARCHAR(64)), '?'),
            j.file_id, j.line_no
     FROM engine_refs r
     JOIN engine_rejections j ON j.file_id = r.file_id AND j.line_no = r.line_no
@@ -59,18 +59,18 @@ gateway_hits AS (
     SELECT i.request_id, g.file_id, g.line_no FROM ids i JOIN gateway_requests_unique g ON g.header_request_id = i.id
 ),
 gateway_events AS (
-    SELECT h.request_id, 'gateway_request' AS event, g.ts_start AS ts, CAST(NULL AS VARCHAR) AS node, g.layer,
-           CAST(NULL AS VARCHAR) AS engine_rid, g.status, g.prompt_tokens,
-           COALESCE(g.method, '?') || ' ' || COALESCE(g.path, '?') || ' -> ' || COALESCE(CAST(g.status AS VARCHAR), '?')
+    SELECT h.request_id, 'gateway_request' AS event, g.ts_start AS ts, CAST(NULL AS VARCHAR(64)) AS node, g.layer,
+           CAST(NULL AS VARCHAR(64)) AS engine_rid, g.status, g.prompt_tokens,
+           COALESCE(g.method, '?') || ' ' || COALESCE(g.path, '?') || ' -> ' || COALESCE(CAST(g.status AS VARCHAR(64)), '?')
                || COALESCE(', model ' || g.model, '') AS detail,
            g.file_id, g.line_no
     FROM gateway_hits h
     JOIN gateway_requests_unique g ON g.file_id = h.file_id AND g.line_no = h.line_no
 ),
 router_events AS (
-    SELECT i.request_id, 'router_request' AS event, r.ts, r.node, 'router' AS layer, CAST(NULL AS VARCHAR),
+    SELECT i.request_id, 'router_request' AS event, r.ts, r.node, 'router' AS layer, CAST(NULL AS VARCHAR(64)),
            r.status, CAST(NULL AS BIGINT),
-           COALESCE(r.method, '?') || ' ' || COALESCE(r.uri, '?') || ' -> ' || COALESCE(CAST(r.status AS VARCHAR), '?'),
+           COALESCE(r.method, '?') || ' ' || COALESCE(r.uri, '?') || ' -> ' || COALESCE(CAST(r.status AS VARCHAR(64)), '?'),
            r.file_id, r.line_no
     FROM ids i
     JOIN router_requests r ON r.request_id = i.id
@@ -88,16 +88,16 @@ events AS (
       ON a.request_id IS NOT DISTINCT FROM x.request_id
     UNION ALL
     SELECT 'node_start', s.ts_start, s.node, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-           'start #' || CAST(s.start_seq AS VARCHAR) || ' (' || COALESCE(s.role, 'role unknown') || '): context '
-               || COALESCE(CAST(s.context_len AS VARCHAR), 'unknown') || ', KV pool '
-               || COALESCE(CAST(s.max_total_num_tokens AS VARCHAR), 'unknown') || ', admission limit '
-               || COALESCE(CAST(s.admission_limit AS VARCHAR), 'unknown') || ', verdict ' || COALESCE(s.verdict, 'unknown'),
+           'start #' || CAST(s.start_seq AS VARCHAR(64)) || ' (' || COALESCE(s.role, 'role unknown') || '): context '
+               || COALESCE(CAST(s.context_len AS VARCHAR(64)), 'unknown') || ', KV pool '
+               || COALESCE(CAST(s.max_total_num_tokens AS VARCHAR(64)), 'unknown') || ', admission limit '
+               || COALESCE(CAST(s.admission_limit AS VARCHAR(64)), 'unknown') || ', verdict ' || COALESCE(s.verdict, 'unknown'),
            s.file_id, s.line_no
     FROM start_periods s
 )
 SELECT e.ts, e.event, e.node, e.layer, e.tenant_id, e.request_id, e.header_request_id, e.engine_rid,
        e.confidence, e.status, e.prompt_tokens, e.detail,
-       COALESCE(p.rel, 'file' || CAST(e.file_id AS VARCHAR)) || ':' || CAST(e.line_no AS VARCHAR) AS evidence,
+       COALESCE(p.rel, 'file' || CAST(e.file_id AS VARCHAR(64))) || ':' || CAST(e.line_no AS VARCHAR(64)) AS evidence,
        e.file_id, e.line_no
 FROM events e
 LEFT JOIN evidence_paths p ON p.file_id = e.file_id

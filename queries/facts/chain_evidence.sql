@@ -10,22 +10,22 @@
 WITH
 parts AS (
     SELECT r.*,
-           'rejection=' || COALESCE(er.rel, 'file' || CAST(r.rejection_file_id AS VARCHAR))
-               || ':' || CAST(r.rejection_line_no AS VARCHAR) AS rejection_evidence,
+           'rejection=' || COALESCE(er.rel, 'file' || CAST(r.rejection_file_id AS VARCHAR(64)))
+               || ':' || CAST(r.rejection_line_no AS VARCHAR(64)) AS rejection_evidence,
            'prefill=' || NULLIF(concat_ws(',',
-               COALESCE(epr.rel, 'file' || CAST(r.prefill_received_file_id AS VARCHAR))
-                   || ':' || CAST(r.prefill_received_line_no AS VARCHAR),
-               COALESCE(epf.rel, 'file' || CAST(r.prefill_finished_file_id AS VARCHAR))
-                   || ':' || CAST(r.prefill_finished_line_no AS VARCHAR)), '') AS prefill_evidence,
+               COALESCE(epr.rel, 'file' || CAST(r.prefill_received_file_id AS VARCHAR(64)))
+                   || ':' || CAST(r.prefill_received_line_no AS VARCHAR(64)),
+               COALESCE(epf.rel, 'file' || CAST(r.prefill_finished_file_id AS VARCHAR(64)))
+                   || ':' || CAST(r.prefill_finished_line_no AS VARCHAR(64))), '') AS prefill_evidence,
            'decode=' || NULLIF(concat_ws(',',
-               COALESCE(edr.rel, 'file' || CAST(r.decode_received_file_id AS VARCHAR))
-                   || ':' || CAST(r.decode_received_line_no AS VARCHAR),
-               COALESCE(edf.rel, 'file' || CAST(r.decode_finished_file_id AS VARCHAR))
-                   || ':' || CAST(r.decode_finished_line_no AS VARCHAR)), '') AS decode_evidence,
-           'transfer_failure=' || COALESCE(ex.rel, 'file' || CAST(r.transfer_file_id AS VARCHAR))
-               || ':' || CAST(r.transfer_line_no AS VARCHAR) AS transfer_evidence,
-           'abort=' || COALESCE(ea.rel, 'file' || CAST(r.abort_file_id AS VARCHAR))
-               || ':' || CAST(r.abort_line_no AS VARCHAR) AS abort_evidence
+               COALESCE(edr.rel, 'file' || CAST(r.decode_received_file_id AS VARCHAR(64)))
+                   || ':' || CAST(r.decode_received_line_no AS VARCHAR(64)),
+               COALESCE(edf.rel, 'file' || CAST(r.decode_finished_file_id AS VARCHAR(64)))
+                   || ':' || CAST(r.decode_finished_line_no AS VARCHAR(64))), '') AS decode_evidence,
+           'transfer_failure=' || COALESCE(ex.rel, 'file' || CAST(r.transfer_file_id AS VARCHAR(64)))
+               || ':' || CAST(r.transfer_line_no AS VARCHAR(64)) AS transfer_evidence,
+           'abort=' || COALESCE(ea.rel, 'file' || CAST(r.abort_file_id AS VARCHAR(64)))
+               || ':' || CAST(r.abort_line_no AS VARCHAR(64)) AS abort_evidence
     FROM request_chains r
     LEFT JOIN evidence_paths er ON er.file_id = r.rejection_file_id
     LEFT JOIN evidence_paths epr ON epr.file_id = r.prefill_received_file_id

@@ -6,7 +6,7 @@
 -- missing there shows as file<N>. A view: a query that joins a few records' keys to it computes
 -- the text of those records only.
 SELECT g.*,
-       'gateway=' || COALESCE(ep.rel, 'file' || CAST(g.file_id AS VARCHAR))
-           || ':' || CAST(g.line_no AS VARCHAR) AS gateway_evidence
+       'gateway=' || COALESCE(ep.rel, 'file' || CAST(g.file_id AS VARCHAR(64)))
+           || ':' || CAST(g.line_no AS VARCHAR(64)) AS gateway_evidence
 FROM gateway_top g
 LEFT JOIN evidence_paths ep ON ep.file_id = g.file_id
