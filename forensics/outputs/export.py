@@ -15,13 +15,14 @@ import datetime as dt
 import decimal
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeAlias
 
 import duckdb
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from forensics.errors import ParameterError
 from forensics.kinds import TABLE_FORMATS, TableFormat
@@ -93,18 +94,54 @@ def iso_utc(value: dt.datetime, *, fraction: bool) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if fraction else "%Y-%m-%dT%H:%M:%SZ")
 
 
-def _python_column(col: pa.ChunkedArray) -> list[Any]:
-    """A column's values as Python values: datetimes as ISO strings, exact numbers as int/float."""
-    values = col.to_pylist()
-    if pa.types.is_timestamp(col.type) or pa.types.is_date(col.type):
-        stamps = [v for v in values if isinstance(v, dt.datetime)]
-        if pa.types.is_date(col.type) and not stamps:
-            return [None if v is None else v.isoformat() for v in values]
-        fraction = any(v.microsecond for v in stamps)
-        return [None if v is None else iso_utc(v, fraction=fraction) for v in values]
+def column_choice(col: pa.Array | pa.ChunkedArray) -> bool | None:
+    """The column-wide part of a column's text form, from its values (``None``: the column has none).
+
+    A timestamp column gets fractional seconds on every value where one of its values has them
+    (True); a float column whose values are all whole numbers (a count through pandas) prints them
+    as integers (True). The choice is the column's, not a value's, so a streamed export combines
+    its batches' choices with :func:`combine_choices` and renders every batch the same way.
+
+    Example:
+        >>> column_choice(pa.array([1.0, None, 3.0])), column_choice(pa.array([1.5]))
+        (True, False)
+    """
+    if pa.types.is_timestamp(col.type):
+        # the microseconds a datetime keeps (a nanosecond part alone prints no fraction)
+        micros = pc.add(pc.multiply(pc.millisecond(col), 1000), pc.microsecond(col))
+        return bool(pc.any(pc.not_equal(micros, 0)).as_py())  # all NULL: no fraction
     if pa.types.is_floating(col.type):
-        # a float column of whole numbers (a count through pandas) prints as integers
-        if all(v is None or (v == v and float(v).is_integer()) for v in values):
+        whole = pc.and_(pc.is_finite(col), pc.equal(pc.floor(col), col))
+        return pc.all(whole).as_py() is not False  # all NULL (or no rows): whole, as all([]) is
+    return None
+
+
+def combine_choices(a: bool | None, b: bool | None, col_type: pa.DataType) -> bool | None:
+    """The choice of two batches of one column: a fraction anywhere, whole numbers everywhere.
+
+    Example:
+        >>> combine_choices(True, False, pa.float64()), combine_choices(True, False, pa.timestamp("us"))
+        (False, True)
+    """
+    if a is None or b is None:
+        return a if b is None else b
+    return (a or b) if pa.types.is_timestamp(col_type) else (a and b)
+
+
+def _python_column(col: pa.Array | pa.ChunkedArray, choice: bool | None = None) -> list[Any]:
+    """A column's values as Python values: datetimes as ISO strings, exact numbers as int/float.
+
+    ``choice`` is :func:`column_choice` of the whole column (computed here when not given).
+    """
+    if choice is None:
+        choice = column_choice(col)
+    values = col.to_pylist()
+    if pa.types.is_date(col.type):
+        return [None if v is None else v.isoformat() for v in values]
+    if pa.types.is_timestamp(col.type):
+        return [None if v is None else iso_utc(v, fraction=bool(choice)) for v in values]
+    if pa.types.is_floating(col.type):
+        if choice:
             return [None if v is None else int(v) for v in values]
         return [None if v is None or v != v else v for v in values]
     return [
@@ -177,6 +214,142 @@ def csv_text(names: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: rows per batch of a streamed export: small enough that a batch's Python values stay a few MB
+BATCH_ROWS = 20_000
+
+
+class _Spool:
+    """A result read once into an Arrow IPC file on disk, with each column's :func:`column_choice`.
+
+    A million-row export is never held in memory: the batches go to disk as they come (the case's
+    connection is free again as soon as they are read), then are rendered one at a time.
+    """
+
+    def __init__(self, rel: Tabular, directory: Path | None, batch_rows: int) -> None:
+        import tempfile
+
+        self._dir = tempfile.TemporaryDirectory(prefix="forensics-export-", dir=directory)
+        self.path = Path(self._dir.name) / "result.arrow"
+        reader = record_batches(rel, batch_rows)
+        self.schema = reader.schema
+        self.choices: list[bool | None] = [None] * len(self.schema)
+        with pa.OSFile(str(self.path), "wb") as sink, pa.ipc.new_file(sink, self.schema) as writer:
+            for batch in reader:
+                for i, col in enumerate(batch.columns):
+                    self.choices[i] = combine_choices(self.choices[i], column_choice(col), col.type)
+                writer.write_batch(batch)
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        with pa.memory_map(str(self.path)) as source:
+            file = pa.ipc.open_file(source)
+            for i in range(file.num_record_batches):
+                yield file.get_batch(i)
+
+    def rows(self) -> Iterator[list[list[Any]]]:
+        """Each batch as rows of output values (every batch rendered with the column's choice)."""
+        for batch in self.batches():
+            columns = [_python_column(batch.column(i), self.choices[i]) for i in range(batch.num_columns)]
+            yield [list(r) for r in zip(*columns, strict=True)] if columns else []
+
+    def close(self) -> None:
+        self._dir.cleanup()
+
+
+def record_batches(rel: Tabular, batch_rows: int = BATCH_ROWS) -> pa.RecordBatchReader:
+    """A result as a stream of Arrow record batches of at most ``batch_rows`` rows (never read whole).
+
+    Example:
+        >>> [b.num_rows for b in record_batches(duckdb.sql("SELECT * FROM range(5)"), 2)]
+        [2, 2, 1]
+    """
+    if isinstance(rel, Relation):
+        rel = rel.relation
+    if isinstance(rel, duckdb.DuckDBPyRelation):
+        return rel.to_arrow_reader(batch_rows)
+    table = to_arrow(rel)
+    return pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=batch_rows))
+
+
+def _json_lines(names: Sequence[str], spool: _Spool) -> Iterator[str]:
+    for rows in spool.rows():
+        for r in rows:
+            yield json.dumps(dict(zip(names, r, strict=True)), default=_jsonable, ensure_ascii=False) + "\n"
+
+
+def _json_document(names: Sequence[str], spool: _Spool, params: dict[str, Any]) -> Iterator[str]:
+    # the text json.dumps(..., indent=2) gives for {"parameters": ..., "rows": [...]}, one row at a time
+    head = json.dumps(params, default=_jsonable, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+    yield '{\n  "parameters": ' + head + ',\n  "rows": ['
+    first = True
+    for rows in spool.rows():
+        for r in rows:
+            record = json.dumps(dict(zip(names, r, strict=True)), default=_jsonable, indent=2,
+                                ensure_ascii=False).replace("\n", "\n    ")
+            yield ("\n    " if first else ",\n    ") + record
+            first = False
+    yield ("]" if first else "\n  ]") + "\n}\n"
+
+
+def _csv_lines(names: Sequence[str], spool: _Spool) -> Iterator[str]:
+    header = csv_text(names, [])
+    yield header
+    for rows in spool.rows():
+        if rows:
+            yield csv_text(names, rows)[len(header):]
+
+
+class _Target:
+    """Where a streamed export goes: the stream, or a file written beside ``out`` and renamed onto
+    it at the end, so an interrupted export never leaves a short file that looks whole."""
+
+    def __init__(self, out: str | Path | None, stream: IO[str]) -> None:
+        self.out = None if out is None else Path(out)
+        self.partial: Path | None = None
+        self.stream = stream
+        if self.out is not None:
+            import os
+            import tempfile
+
+            # a FIFO, /dev/stdout, a symbolic link: written in place (through the link), never
+            # renamed over
+            if self.out.is_symlink() or (self.out.exists() and not self.out.is_file()):
+                self.stream = self.out.open("w", encoding="utf-8")
+            else:
+                fd, name = tempfile.mkstemp(prefix=f".{self.out.name}.", suffix=".partial",
+                                            dir=self.out.parent)
+                self.partial = Path(name)
+                self.stream = os.fdopen(fd, "w", encoding="utf-8", newline="")
+
+    def directory(self) -> Path | None:
+        return None if self.out is None else self.out.parent
+
+    def finish(self) -> None:
+        if self.out is None:
+            self.stream.flush()
+            return
+        self.stream.close()
+        if self.partial is not None:
+            import os
+
+            os.chmod(self.partial, 0o666 & ~_umask())
+            os.replace(self.partial, self.out)
+            self.partial = None
+
+    def abandon(self) -> None:
+        if self.out is not None:
+            self.stream.close()
+            if self.partial is not None:
+                self.partial.unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_output(
     rel: Tabular,
     fmt: TableFormat,
@@ -185,8 +358,13 @@ def write_output(
     *,
     stream: IO[str] | None = None,
     title: str | None = None,
+    batch_rows: int = BATCH_ROWS,
 ) -> None:
     """Render ``rel`` in ``fmt`` to ``out`` (a path) or to ``stream`` (default stdout).
+
+    CSV, JSON, JSON Lines and Parquet are streamed: the result is read once, in batches of
+    ``batch_rows``, so memory stays bounded whatever the number of rows; a file appears whole or
+    not at all. A terminal table shows the first rows only.
 
     Example:
         >>> write_output(duckdb.sql("SELECT 1 AS x"), "csv", None)
@@ -195,51 +373,77 @@ def write_output(
     """
     if fmt not in FORMATS:
         raise ParameterError(f"unknown output format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
-    stream = stream or sys.stdout
     params = parameters or {}
     if fmt == "parquet":
         if out is None:
             raise ParameterError("--format parquet needs -o FILE", hint="parquet is binary")
-        import pyarrow.parquet as pq
-
-        table = to_arrow(rel)
-        meta = dict(table.schema.metadata or {})
-        meta[b"forensics.parameters"] = json.dumps(params, default=_jsonable, sort_keys=True).encode()
-        pq.write_table(table.replace_schema_metadata(meta), str(out))
+        _write_parquet(rel, Path(out), params, batch_rows)
         return
-    total: int | None = None
     if fmt == "table":
-        from forensics.outputs.terminal import MAX_TABLE_ROWS
-
-        # a terminal shows the first rows only: never materialise a million-row export for it
-        if isinstance(rel, Relation | duckdb.DuckDBPyRelation):
-            total = int(rel.aggregate("count(*)").fetchall()[0][0])
-            rel = rel.limit(MAX_TABLE_ROWS)
+        _write_table(rel, out, stream or sys.stdout, title)
+        return
+    target = _Target(out, stream or sys.stdout)
+    spool: _Spool | None = None
+    try:
+        spool = _Spool(rel, target.directory(), batch_rows)
+        names = list(spool.schema.names)
+        if fmt == "csv":
+            pieces: Iterable[str] = _csv_lines(names, spool)
+        elif fmt == "json":
+            pieces = _json_document(names, spool, params)
         else:
-            total = len(rel)
-            rel = rel.slice(0, MAX_TABLE_ROWS) if isinstance(rel, pa.Table) else rel.head(MAX_TABLE_ROWS)
-    names, rows = rows_for_output(rel)
-    if fmt == "csv":
-        text = csv_text(names, rows)
-    elif fmt == "json":
-        records = [dict(zip(names, r, strict=True)) for r in rows]
-        text = json.dumps({"parameters": params, "rows": records}, default=_jsonable, indent=2,
-                          ensure_ascii=False) + "\n"
-    elif fmt == "jsonl":
-        text = "".join(
-            json.dumps(dict(zip(names, r, strict=True)), default=_jsonable, ensure_ascii=False) + "\n"
-            for r in rows
+            pieces = _json_lines(names, spool)
+        for piece in pieces:
+            target.stream.write(piece)
+        target.finish()
+    except BaseException:
+        target.abandon()
+        raise
+    finally:
+        if spool is not None:
+            spool.close()
+    if out is not None and fmt in ("csv", "jsonl") and params:
+        Path(str(out) + ".params.json").write_text(
+            json.dumps(params, default=_jsonable, indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )
-    else:
-        from forensics.outputs.terminal import render_table
 
-        text = render_table(names, rows, title=title, width=None if out is None else 200, total=total)
+
+def _write_parquet(rel: Tabular, out: Path, params: dict[str, Any], batch_rows: int) -> None:
+    import os
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    reader = record_batches(rel, batch_rows)
+    meta = dict(reader.schema.metadata or {})
+    meta[b"forensics.parameters"] = json.dumps(params, default=_jsonable, sort_keys=True).encode()
+    fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
+    os.close(fd)
+    try:
+        with pq.ParquetWriter(name, reader.schema.with_metadata(meta)) as writer:
+            for batch in reader:
+                writer.write_batch(batch)
+        os.chmod(name, 0o666 & ~_umask())
+        os.replace(name, out)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+
+
+def _write_table(rel: Tabular, out: str | Path | None, stream: IO[str], title: str | None) -> None:
+    from forensics.outputs.terminal import MAX_TABLE_ROWS, render_table
+
+    # a terminal shows the first rows only: never materialise a million-row export for it
+    if isinstance(rel, Relation | duckdb.DuckDBPyRelation):
+        total = int(rel.aggregate("count(*)").fetchall()[0][0])
+        rel = rel.limit(MAX_TABLE_ROWS)
+    else:
+        total = len(rel)
+        rel = rel.slice(0, MAX_TABLE_ROWS) if isinstance(rel, pa.Table) else rel.head(MAX_TABLE_ROWS)
+    names, rows = rows_for_output(rel)
+    text = render_table(names, rows, title=title, width=None if out is None else 200, total=total)
     if out is None:
         stream.write(text)
         stream.flush()
     else:
         Path(out).write_text(text, encoding="utf-8")
-        if fmt in ("csv", "jsonl") and params:
-            Path(str(out) + ".params.json").write_text(
-                json.dumps(params, default=_jsonable, indent=2, sort_keys=True) + "\n", encoding="utf-8"
-            )

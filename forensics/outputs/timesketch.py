@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from forensics.outputs.export import Tabular, to_arrow
+from forensics.outputs.export import Tabular, record_batches
 
 #: timestamp_desc per event kind: what the time of the record means.
 TIMESTAMP_DESC = {
@@ -142,14 +142,14 @@ def write_timesketch(rel: Tabular, path: str | os.PathLike[str]) -> TimesketchEx
         >>> write_timesketch(forensics.timeline(sample_case()), path).events == len(path.read_text().splitlines())
         True
     """
-    table = to_arrow(rel)
-    rows = table.to_pylist()
     written = skipped = 0
     with Path(path).open("w", encoding="utf-8", newline="\n") as fh:
-        for row in rows:
-            if row.get("ts") is None:
-                skipped += 1
-                continue
-            fh.write(json.dumps(event_dict(row), ensure_ascii=False, sort_keys=False) + "\n")
-            written += 1
+        # batch by batch: a timeline of every request of a large incident is never held whole
+        for batch in record_batches(rel):
+            for row in batch.to_pylist():
+                if row.get("ts") is None:
+                    skipped += 1
+                    continue
+                fh.write(json.dumps(event_dict(row), ensure_ascii=False, sort_keys=False) + "\n")
+                written += 1
     return TimesketchExport(events=written, skipped=skipped)
