@@ -188,10 +188,9 @@ def write_outputs(
         rel = for_output(name, getattr(analysis, name)(case), "csv")
         path = out / f"{name}.csv"
         used = analysis.parameters_used(case, name)
-        write_output(rel, "csv", path, used)
+        counts[name] = write_output(rel, "csv", path, used)  # the rows written: no second run to count
         params[name] = used
         outputs[name] = path
-        counts[name] = int(rel.aggregate("count(*)").fetchall()[0][0])
     packets_dir = out / "notification_packets"
     counts["notification_packets"] = len(write_packets(case, packets_dir))
     outputs["notification_packets"] = packets_dir

@@ -233,11 +233,13 @@ class _Spool:
         reader = record_batches(rel, batch_rows)
         self.schema = reader.schema
         self.choices: list[bool | None] = [None] * len(self.schema)
+        self.num_rows = 0
         with pa.OSFile(str(self.path), "wb") as sink, pa.ipc.new_file(sink, self.schema) as writer:
             for batch in reader:
                 for i, col in enumerate(batch.columns):
                     self.choices[i] = combine_choices(self.choices[i], column_choice(col), col.type)
                 writer.write_batch(batch)
+                self.num_rows += batch.num_rows
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         with pa.memory_map(str(self.path)) as source:
@@ -359,17 +361,20 @@ def write_output(
     stream: IO[str] | None = None,
     title: str | None = None,
     batch_rows: int = BATCH_ROWS,
-) -> None:
-    """Render ``rel`` in ``fmt`` to ``out`` (a path) or to ``stream`` (default stdout).
+) -> int:
+    """Render ``rel`` in ``fmt`` to ``out`` (a path) or to ``stream`` (default stdout); the result's row count.
 
     CSV, JSON, JSON Lines and Parquet are streamed: the result is read once, in batches of
     ``batch_rows``, so memory stays bounded whatever the number of rows; a file appears whole or
-    not at all. A terminal table shows the first rows only.
+    not at all. A terminal table shows the first rows only (the count is of all of them).
 
     Example:
-        >>> write_output(duckdb.sql("SELECT 1 AS x"), "csv", None)
+        >>> rows = write_output(duckdb.sql("SELECT 1 AS x UNION ALL SELECT 2"), "csv", None)
         x
         1
+        2
+        >>> rows
+        2
     """
     if fmt not in FORMATS:
         raise ParameterError(f"unknown output format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
@@ -377,13 +382,12 @@ def write_output(
     if fmt == "parquet":
         if out is None:
             raise ParameterError("--format parquet needs -o FILE", hint="parquet is binary")
-        _write_parquet(rel, Path(out), params, batch_rows)
-        return
+        return _write_parquet(rel, Path(out), params, batch_rows)
     if fmt == "table":
-        _write_table(rel, out, stream or sys.stdout, title)
-        return
+        return _write_table(rel, out, stream or sys.stdout, title)
     target = _Target(out, stream or sys.stdout)
     spool: _Spool | None = None
+    rows = 0
     try:
         spool = _Spool(rel, target.directory(), batch_rows)
         names = list(spool.schema.names)
@@ -396,6 +400,7 @@ def write_output(
         for piece in pieces:
             target.stream.write(piece)
         target.finish()
+        rows = spool.num_rows
     except BaseException:
         target.abandon()
         raise
@@ -406,9 +411,10 @@ def write_output(
         Path(str(out) + ".params.json").write_text(
             json.dumps(params, default=_jsonable, indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )
+    return rows
 
 
-def _write_parquet(rel: Tabular, out: Path, params: dict[str, Any], batch_rows: int) -> None:
+def _write_parquet(rel: Tabular, out: Path, params: dict[str, Any], batch_rows: int) -> int:
     import os
     import tempfile
 
@@ -419,18 +425,21 @@ def _write_parquet(rel: Tabular, out: Path, params: dict[str, Any], batch_rows: 
     meta[b"forensics.parameters"] = json.dumps(params, default=_jsonable, sort_keys=True).encode()
     fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
     os.close(fd)
+    rows = 0
     try:
         with pq.ParquetWriter(name, reader.schema.with_metadata(meta)) as writer:
             for batch in reader:
                 writer.write_batch(batch)
+                rows += batch.num_rows
         os.chmod(name, 0o666 & ~_umask())
         os.replace(name, out)
     except BaseException:
         Path(name).unlink(missing_ok=True)
         raise
+    return rows
 
 
-def _write_table(rel: Tabular, out: str | Path | None, stream: IO[str], title: str | None) -> None:
+def _write_table(rel: Tabular, out: str | Path | None, stream: IO[str], title: str | None) -> int:
     from forensics.outputs.terminal import MAX_TABLE_ROWS, render_table
 
     # a terminal shows the first rows only: never materialise a million-row export for it
@@ -447,3 +456,4 @@ def _write_table(rel: Tabular, out: str | Path | None, stream: IO[str], title: s
         stream.flush()
     else:
         Path(out).write_text(text, encoding="utf-8")
+    return total
