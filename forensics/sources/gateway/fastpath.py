@@ -8,6 +8,7 @@ compared before the rows are kept.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
@@ -16,6 +17,10 @@ from forensics.sources.gateway.numbering import number_by_position, positional_o
 from forensics.sources.gateway.readers import duck_compression, lit
 from forensics.sources.gateway.sniffing import FilePlan
 from forensics.sources.gateway.sql import build_insert_sql, stash_of_lines_sql, top_level
+
+if TYPE_CHECKING:
+    from forensics.sources.gateway.joined import Joined
+    from forensics.sources.gateway.scan import Scan
 
 
 def fast_path_ok(plan: FilePlan) -> bool:
@@ -108,6 +113,37 @@ def load_fast(con: duckdb.DuckDBPyConnection, items: list[Item], tz: str,
     commit_point(con)
     if positional and not number_by_position(con, ids):
         return None
+    return _finish_fast(con, items, scans, tz)
+
+
+def load_joined(con: duckdb.DuckDBPyConnection, items: list[Item], joined: list[Joined], tz: str) -> dict[int, Counts] | None:
+    """Load the files of ``joined`` (their decoded lines, :mod:`.joined`) through one ``read_json``.
+
+    ``items`` are those files (as themselves: their raw lines are fetched from the files). None
+    when the rows cannot be given their files and lines (:func:`number_joined`): the caller drops
+    them (they carry the joined files' first ids) and reads the files another way.
+    """
+    from forensics.sources.gateway.joined import number_joined
+
+    plan = items[0].plan
+    if not positional_ok(con):
+        return None
+    holders = [j.parts[0].file_id for j in joined]
+    source = read_json_source(plan, [str(j.path) for j in joined], "none", holders, positional=True)
+    con.execute(build_insert_sql(plan, read_path=str(joined[0].path), comp="none", rejects=items[0].rejects,
+                                 file_id=holders[0], tz=tz, parsed=True, source=source))
+    commit_point(con)
+    if not number_joined(con, joined):
+        return None
+    return _finish_fast(con, items, {it.file_id: it.get_scan() for it in items}, tz)
+
+
+def _finish_fast(con: duckdb.DuckDBPyConnection, items: list[Item], scans: dict[int, Scan],
+                 tz: str) -> dict[int, Counts]:
+    """The rows read_json could not parse get their raw lines (reasons, redacted bytes); then finish_load."""
+    plan = items[0].plan
+    ids = [it.file_id for it in items]
+    id_list = ", ".join(str(i) for i in ids)
     bad = con.execute(f"SELECT file_id, line_no FROM gateway_requests WHERE file_id IN ({id_list}) "
                       f"AND ts_start IS NULL ORDER BY file_id, line_no").fetchall()
     if bad:

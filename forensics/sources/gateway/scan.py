@@ -28,6 +28,12 @@ HEAD_BYTES = 4096
 #: JSON nested this deep is refused (Python's parser and many tools downstream fail on it).
 MAX_DEPTH = 1000
 
+#: The bytes ``read_json`` takes for blank (a line of only these is skipped, no row): a line that
+#: starts with one of them, or an empty line, may be one (checked against DuckDB: space, tab, CR,
+#: VT, FF; two objects on a line are one row, a NULL one).
+_WHITE = np.zeros(256, dtype=bool)
+_WHITE[[9, 10, 11, 12, 13, 32]] = True
+
 
 def json_depth(line: bytes) -> int:
     """How deep brackets nest in a JSON text (brackets inside strings do not count).
@@ -65,8 +71,9 @@ def _too_deep(line: bytes) -> bool:
 class Scan:
     """What one pass over a file found (see :func:`scan_file`).
 
-    Blank lines are not looked for: ``read_json`` skips them, so a file that has any shows fewer
-    rows than lines, and is then re-read line by line.
+    ``read_json`` skips blank lines, so a file that has any shows fewer rows than lines and is
+    then re-read line by line; ``maybe_blank`` says whether it may have one (a line that is empty
+    or starts with white space), for the reader of joined files, which cannot count rows per file.
     """
 
     sha: str = ""
@@ -88,6 +95,8 @@ class Scan:
     longest: int = 0
     #: lines whose JSON nests deeper than :data:`MAX_DEPTH` (rejected, never parsed)
     deep: list[int] = field(default_factory=list)
+    #: some line is empty or starts with white space (``read_json`` may skip it: no row)
+    maybe_blank: bool = False
 
     @property
     def damaged(self) -> bool:
@@ -133,14 +142,23 @@ class _Lines:
         self.marks = marks
         self.deep: list[int] = []
         self.partial = bytearray()  # the line being read, while it is short enough to look at
+        self.maybe_blank = False
+        self.at_line_start = True
 
     def feed(self, data: bytes) -> None:
         if not data:
             return
         if self.marks is not None:
             self.marks.append((self.total, self.lines))
-        nl = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+        arr = np.frombuffer(data, dtype=np.uint8)
+        nl = np.flatnonzero(arr == 10)
+        if self.at_line_start and _WHITE[arr[0]]:
+            self.maybe_blank = True
+        self.at_line_start = data[-1] == 10
         if nl.size:
+            starts = nl[:-1] + 1 if self.at_line_start else nl + 1  # the first byte after each line end
+            if not self.maybe_blank and starts.size and _WHITE[arr[starts]].any():
+                self.maybe_blank = True
             first = self.current + int(nl[0])
             gaps = np.diff(nl) - 1 if nl.size > 1 else np.zeros(0, dtype=np.int64)
             self.longest = max(self.longest, first, int(gaps.max()) if gaps.size else 0)
@@ -171,8 +189,12 @@ class _Lines:
                 self.deep.append(self.lines)
 
 
-def scan_file(path: Path | Snapshot, cuts: list[int] | tuple[int, ...] = (), *, count: bool = True) -> Scan:
+def scan_file(path: Path | Snapshot, cuts: list[int] | tuple[int, ...] = (), *, count: bool = True,
+              sink: IO[bytes] | None = None) -> Scan:
     """Hash a file (exactly its snapshot's bytes) and count its decompressed lines in one pass.
+
+    ``sink``, when given, gets the decoded bytes as they are counted (the joined read of small
+    files: :mod:`.joined`).
 
     ``cuts``: prefix sizes to hash too (the known files it may extend). Gzip is inflated with
     ISA-L (~3 GB/s against zlib's 0.5), which makes counting a large .gz beside its load
@@ -196,11 +218,15 @@ def scan_file(path: Path | Snapshot, cuts: list[int] | tuple[int, ...] = (), *, 
                 h.update(block)
                 if count:
                     counter.feed(block)
+                if sink is not None:
+                    sink.write(block)
         else:
             layout = zstd_layout(fh) if comp == "zstd" else None
             hashing = cast(IO[bytes], _HashingReader(fh, h))
             for data in decoded_blocks(hashing, comp, out.report, block=1 << 22, zstd_layout=layout):
                 counter.feed(data)
+                if sink is not None:
+                    sink.write(data)
             while block := fh.read(1 << 22):  # hash what the decoder did not read
                 h.update(block)
     counter.close()
@@ -208,5 +234,6 @@ def scan_file(path: Path | Snapshot, cuts: list[int] | tuple[int, ...] = (), *, 
     out.prefixes = h.prefixes
     out.lines, out.end_offset, out.longest = counter.lines, counter.end_offset, counter.longest
     out.deep = counter.deep
+    out.maybe_blank = counter.maybe_blank
     out.open_tail = counter.total > counter.end_offset
     return out
