@@ -152,6 +152,7 @@ BATCH_CASES = [
     ("gz files, one with a blank line", [[0], [1, b"", 2], [3]], True, [], [0, 2], [1], [1]),
     ("a line that starts with a space", [[0], [b" " + b"1"], [3]], True, [], [0, 2], [1], []),
     ("files without a last line end", [[0, 1], [2], [3]], True, [0, 1], [0, 1, 2], [], []),
+    ("a file that starts with a byte-order mark", [[0], [b"\xef\xbb\xbf1", 2], [3]], True, [], [0, 2], [1], []),
 ]
 
 
@@ -181,7 +182,8 @@ def test_batch_of_small_ndjson_files_is_read_by_one_read_json(
     monkeypatch.setattr(ingest, "load_files", spy("line reader", ingest.load_files))
     bodies = []
     for k, parts in enumerate(files):
-        body = [good[x] if isinstance(x, int) else x.replace(b"1", good[1]) if x == b" 1" else x for x in parts]
+        body = [good[x] if isinstance(x, int) else x.replace(b"1", good[1]) if x.endswith(b" 1") or x.endswith(
+            b"\xbf1") else x for x in parts]
         bodies.append(body)
         data = b"\n".join(body) + (b"" if k in open_tail else b"\n")
         Path(names[k]).write_bytes(gzip.compress(data) if compress else data)
@@ -195,7 +197,7 @@ def test_batch_of_small_ndjson_files_is_read_by_one_read_json(
     # every row keeps its own file and physical line, whichever path loaded it
     got = case.sql("SELECT e.path, g.line_no, g.request_id FROM gateway_requests g JOIN evidence_files e "
                    "USING (file_id) ORDER BY 1, 2").fetchall()
-    want = [(str(tmp_path / f"h{k}.ndjson{'.gz' if compress else ''}"), i + 1, json.loads(ln)["RayID"])
+    want = [(str(tmp_path / f"h{k}.ndjson{'.gz' if compress else ''}"), i + 1, json.loads(ln.removeprefix(b"\xef\xbb\xbf"))["RayID"])
             for k, b in enumerate(bodies) for i, ln in enumerate(b) if ln.endswith(b"}")]
     assert got == want
     rej = case.sql("SELECT line_no, reason, raw FROM rejected_lines ORDER BY file_id, line_no").fetchall()

@@ -326,9 +326,10 @@ def _load_together(led: Ledger, jobs: list[_Job], together: list[_Job], joined: 
                           scan=j.scan if fast else None, lines=_lines_of(j.scan()))
                      for j, fl in zip(together, loads, strict=True)]
             position = {id(j): k for k, j in enumerate(jobs)}
-            # in the joined files only what is read together, every line a row (no blank line)
+            # in the joined files only what is read together, every line a row (no blank line) read
+            # as in a file of its own (no byte-order mark, which read_json drops only at a file's start)
             wanted = {position[id(j)]: fl.file_id for j, fl in zip(together, loads, strict=True)
-                      if fast and not j.scan().maybe_blank}
+                      if fast and not j.scan().maybe_blank and not j.scan().bom}
             counts = _load_batch(led.con, items, tz, keep_only(joined, wanted))
             if any(j.snap.changed() for j in together):
                 raise _Moved(together)

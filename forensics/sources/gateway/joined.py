@@ -6,8 +6,9 @@ toolkit's INSERT 2.4 CPU-s over the files, 0.9 over the same lines as one plain 
 that hashes and counts each file of a batch (:func:`scan_file`) also writes its decoded bytes to a
 joined file, one per thread, the files in order; ``read_json`` reads the joined files, and each
 row's file and line come from the files' line counts (:func:`number_joined`). What DuckDB parses is
-then exactly the bytes that were hashed. That holds only when every line is one row: a file that
-may have a blank line (``Scan.maybe_blank``) is read on its own, and a joined file whose row count
+then exactly the bytes that were hashed. That holds only when every line is one row, read as in a file of its own: a
+file that may have a blank line (``Scan.maybe_blank``) or starts with a byte-order mark (which
+``read_json`` drops at a file's start only: ``Scan.bom``) is read on its own, and a joined file whose row count
 is not the sum of its files' lines is not kept (the caller reads those files the usual way).
 
 Example:

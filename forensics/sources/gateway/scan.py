@@ -97,6 +97,9 @@ class Scan:
     deep: list[int] = field(default_factory=list)
     #: some line is empty or starts with white space (``read_json`` may skip it: no row)
     maybe_blank: bool = False
+    #: the decoded text starts with a UTF-8 byte-order mark (``read_json`` drops it at the start
+    #: of a file only: in the middle of a joined file the line would not parse)
+    bom: bool = False
 
     @property
     def damaged(self) -> bool:
@@ -143,6 +146,7 @@ class _Lines:
         self.deep: list[int] = []
         self.partial = bytearray()  # the line being read, while it is short enough to look at
         self.maybe_blank = False
+        self.bom = False
         self.at_line_start = True
 
     def feed(self, data: bytes) -> None:
@@ -154,6 +158,8 @@ class _Lines:
         nl = np.flatnonzero(arr == 10)
         if self.at_line_start and _WHITE[arr[0]]:
             self.maybe_blank = True
+        if self.total == 0 and data.startswith(b"\xef\xbb\xbf"):
+            self.bom = True
         self.at_line_start = data[-1] == 10
         if nl.size:
             starts = nl[:-1] + 1 if self.at_line_start else nl + 1  # the first byte after each line end
@@ -235,5 +241,6 @@ def scan_file(path: Path | Snapshot, cuts: list[int] | tuple[int, ...] = (), *, 
     out.lines, out.end_offset, out.longest = counter.lines, counter.end_offset, counter.longest
     out.deep = counter.deep
     out.maybe_blank = counter.maybe_blank
+    out.bom = counter.bom
     out.open_tail = counter.total > counter.end_offset
     return out
