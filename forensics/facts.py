@@ -120,7 +120,7 @@ def uncompressed(name: str) -> list[str]:
     them (as the ids of gateway_requests).
 
     Example:
-        >>> uncompressed("gateway_top"), uncompressed("request_chains")
+        >>> uncompressed("gateway_top"), uncompressed("match_candidates")
         (['request_id', 'header_request_id'], [])
     """
     m = re.search(r"^--\s*uncompressed:\s*(.+?)\s*$", fact_sql(name), flags=re.M)

@@ -145,7 +145,7 @@ class _InterruptedIn:
         self._con, self._fact = con, fact
 
     def execute(self, query: str, *args: object) -> duckdb.DuckDBPyConnection:
-        if query.startswith(f"CREATE OR REPLACE TABLE {self._fact} AS"):
+        if query.startswith(f"CREATE OR REPLACE TABLE {self._fact} "):  # AS ..., or (columns) then INSERT
             self._con.execute("ROLLBACK")
             raise duckdb.InterruptException("INTERRUPT Error: Interrupted!")
         return self._con.execute(query, *args)
@@ -326,17 +326,29 @@ def test_a_read_only_case_builds_in_memory_only_its_stale_facts(sample_case_path
         assert _rows(case) == in_memory
 
 
-def test_the_ids_of_gateway_top_are_stored_uncompressed(tmp_path: Path) -> None:
+#: fact -> (its '-- uncompressed:' ids, a string column of it left to the compression DuckDB picks)
+UNCOMPRESSED: dict[str, tuple[list[str], str]] = {
+    "gateway_top": (["request_id", "header_request_id"], "tenant_id"),
+    "request_legs": (["rid", "header_request_id"], "node"),
+    "request_chains": (["header_request_id", "prefill_rid", "decode_rid"], "prefill_node"),
+}
+
+
+@pytest.mark.parametrize("name", list(UNCOMPRESSED))
+def test_the_ids_of_a_fact_are_stored_uncompressed(name: str, tmp_path: Path) -> None:
     """Its '-- uncompressed:' header: the table is declared with those columns uncompressed, the rows as its SELECT's."""
+    ids, other = UNCOMPRESSED[name]
+    assert facts.uncompressed(name) == ids
     with forensics.open_case(tmp_path / "case.duckdb", now=dt.datetime(2026, 10, 1)) as case:
         _ingest(case, "gateway", [GATEWAY / "litellm"])
+        _ingest(case, "engine", [ENGINE / "prefill-0", ENGINE / "decode-0"])
         case.con.execute("CHECKPOINT")
-        stored = dict(case.sql("SELECT column_name, min(compression) FROM pragma_storage_info('gateway_top') "
+        stored = dict(case.sql(f"SELECT column_name, min(compression) FROM pragma_storage_info('{name}') "
                                "WHERE segment_type = 'VARCHAR' GROUP BY ALL").fetchall())
-        assert stored["request_id"] == stored["header_request_id"] == "Uncompressed"
-        assert stored["tenant_id"] != "Uncompressed"
-        select = case.sql(f"SELECT * FROM ({facts.fact_sql('gateway_top')}) ORDER BY ALL").fetchall()
-        assert case.sql("SELECT * FROM gateway_top ORDER BY ALL").fetchall() == select
+        assert [stored[c] for c in ids] == ["Uncompressed"] * len(ids)
+        assert stored[other] != "Uncompressed"
+        select = case.sql(f"SELECT * FROM ({facts.fact_sql(name)}) ORDER BY ALL").fetchall()
+        assert case.sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall() == select
 
 
 def test_an_uncompressed_column_the_select_lacks_is_named(synth: Synth, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,6 +1,7 @@
 -- request_chains: one row per request as the engines saw it: its prefill leg and its decode leg, paired, with rejection and transfer failure.
 -- reads: request_legs, rejections_by_rid, transfer_failures
 -- stored as: table
+-- uncompressed: header_request_id, prefill_rid, decode_rid
 --
 -- The pairing rule (the only one): the router sends the same request to one prefill and one decode
 -- node with the same bootstrap_room and bootstrap_host (the prefill node's address), and each node
@@ -16,7 +17,8 @@
 --   ts_engine       the earlier of the two legs' first records; engine_tokens decode's, else prefill's
 --   rejection_*     the scheduler rejection of the prefill leg (rejections_by_rid)
 --   transfer_*      the transfer failure logged for the room (transfer_failures)
--- The chain's evidence text is chain_evidence.
+-- The chain's evidence text is chain_evidence. The ids (header_request_id, the two rids) are stored
+-- uncompressed: nearly unique per chain, compressing them costs more than it saves (as request_legs).
 WITH
 pairs AS (
     -- narrow first: which legs pair (a leg of one role meets at most the legs of its room)
