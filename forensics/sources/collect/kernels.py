@@ -69,7 +69,11 @@ def _unescape_into(buf: np.ndarray, vs: int, ve: int, out: np.ndarray, o: int) -
         while j < ve and buf[j] != 92:
             j += 1
         if j > i:
-            out[o:o + j - i] = buf[i:j]
+            # an element loop over two views compiles to a memcpy (a slice assignment does not)
+            src = buf[i:j]
+            dst = out[o:o + j - i]
+            for k in range(j - i):
+                dst[k] = src[k]
             o += j - i
             i = j
             if i >= ve:
@@ -355,3 +359,8 @@ def warm() -> None:
     docker_records(buf, np.array([0]), np.array([len(rec)]))
     for t_only in (False, True):
         rfc3339(buf, np.array([0]), t_only)
+    from forensics.sources.collect.fieldscan import FieldSpec, gather_strings, scan_fields
+    from forensics.sources.collect.record_formats import FORMATS
+
+    got = scan_fields(FieldSpec.of(FORMATS["loki-jsonl"]), buf, np.array([0]), np.array([len(rec)]))
+    gather_strings(got.data, got.start[:, 0], got.end[:, 0])

@@ -39,6 +39,17 @@ from forensics.sources.collect.arrow_fields import (
     tag_value,
     with_list,
 )
+from forensics.sources.collect.fieldscan import (
+    HOST,
+    MSG,
+    POD,
+    TAG,
+    TIME,
+    UNIT,
+    FieldSpec,
+    gather_strings,
+    scan_fields,
+)
 from forensics.sources.collect.jsondoc import DocScanner
 from forensics.sources.collect.record_formats import FORMATS, RecordFormat, schema_of, split_path
 from forensics.sources.collect.timestamps import parse_rfc3339
@@ -50,12 +61,16 @@ class RecordWrapper(Wrapper):
     """A JSON record wrapper driven by a :class:`RecordFormat`."""
 
     name: ClassVar[str] = "json"
+    #: read the records a compiled pass can read exactly with it (False: every record by the
+    #: JSON reader; the tests compare the two)
+    fast_fields: ClassVar[bool] = True
 
     def __init__(self, path: Path, context: dict[str, object], fmt: RecordFormat) -> None:
         super().__init__(path, context)
         self.fmt = fmt
         self.scanner = DocScanner(fmt.array_path) if fmt.array_path is not None else None
         self._typed: dict[str, pa.DataType] = {}
+        self._spec: FieldSpec | None = None
         self._fallback_note = False
         self._inner_checked = False
         self._inner_join_note = False
@@ -219,7 +234,8 @@ class RecordWrapper(Wrapper):
                 rec_of = grp[join_order]
                 starts, ends = starts[join_order], ends[join_order]
         # moby splits Docker records at newlines: only other records can hold several lines
-        split = _split_inner(data, starts, ends, rec_of) if n_rec and not fmt.join_partial else None
+        may_split = n_rec and not fmt.join_partial and (f.inner_nl is None or bool(f.inner_nl.any()))
+        split = _split_inner(data, starts, ends, rec_of) if may_split else None
         sub = None
         if split is not None:
             starts, ends, rec_of, sub = split
@@ -272,17 +288,20 @@ class RecordWrapper(Wrapper):
         return replace(out, framing=framing), used
 
     def _fields(self, phys: LineBatch, r_start: np.ndarray, r_end: np.ndarray) -> _Fields:
-        """Text, time, stream, pod and host of every readable record; the others with their reason."""
+        """Text, time, stream, pod and host of every readable record; the others with their reason.
+
+        Records the compiled passes can read exactly (Docker's fixed shape, or the format's key
+        tree: :mod:`.fieldscan`) are read by them; the rest by the JSON reader (:meth:`_parse`).
+        """
         n = int(r_start.size)
-        fast = None
-        if self.fmt.name == "docker-json" and n:
-            fast = _docker_fast(phys.buf, r_start, r_end)
+        fast = self._fast(phys.buf, r_start, r_end) if n and self.fast_fields else None
         slow = np.arange(n, dtype=np.int64) if fast is None else np.flatnonzero(~fast.ok)
         if fast is not None and not slow.size:
             idx = np.arange(n, dtype=np.int64)
             nulls = pa.nulls(n, pa.large_string())
             return _Fields(np.zeros(0, np.int64), [], np.zeros(0, np.int64), idx, fast.data, fast.starts, fast.ends,
-                           fast.us, fast.stream, nulls, nulls, fast.nl)
+                           fast.us, fast.stream, nulls if fast.pod is None else fast.pod,
+                           nulls if fast.host is None else fast.host, fast.nl, fast.inner_nl)
         whole = self.scanner is None and fast is None
         cols, bad_sub, reasons = self._parse(phys.buf, r_start[slow], r_end[slow], whole_batch=whole)
         bad_rec = slow[bad_sub]
@@ -324,9 +343,34 @@ class RecordWrapper(Wrapper):
         us[pos_f], us[pos_s] = fast.us[f_idx], s_times
         strm[pos_f], strm[pos_s] = fast.stream[f_idx], s_stream
         nl = np.zeros(m, dtype=bool)
-        nl[pos_f] = fast.nl[f_idx]
-        nulls = pa.nulls(m, pa.large_string())
-        return _Fields(bad_rec, reasons, no_msg, idx, data, starts, ends, us, strm, nulls, nulls, nl)
+        if fast.nl is not None:
+            nl[pos_f] = fast.nl[f_idx]
+        # pod and host: the fast records' values, then the others', put in record order
+        inv = np.empty(m, dtype=np.int64)
+        inv[pos_f] = np.arange(f_idx.size)
+        inv[pos_s] = f_idx.size + np.arange(s_idx.size)
+        order = pa.array(inv)
+
+        def merged(f_col: pa.Array | None, s_col: pa.Array) -> pa.Array:
+            head = pa.nulls(f_idx.size, pa.large_string()) if f_col is None else f_col.take(pa.array(f_idx))
+            return pa.concat_arrays([head.cast(pa.large_string()), s_col.cast(pa.large_string())]).take(order)
+
+        inner = None
+        if fast.inner_nl is not None:
+            inner = np.ones(m, dtype=bool)
+            inner[pos_f] = fast.inner_nl[f_idx]
+        return _Fields(bad_rec, reasons, no_msg, idx, data, starts, ends, us, strm, merged(fast.pod, pod),
+                       merged(fast.host, host), nl, inner)
+
+    def _fast(self, buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray) -> _Fast | None:
+        """The records a compiled pass reads exactly (``ok``), or None when the format has none."""
+        if self.fmt.name == "docker-json":
+            return _docker_fast(buf, r_start, r_end)
+        if self.fmt.time_unit not in ("rfc3339", "epoch_us"):
+            return None  # epoch numbers (CloudWatch): the JSON reader
+        if self._spec is None:
+            self._spec = FieldSpec.of(self.fmt)
+        return _spec_fast(self.fmt, self._spec, buf, r_start, r_end)
 
     def _emit_cut(self, phys: LineBatch, cut_line: int, final: bool) -> tuple[LineBatch, int]:
         head = _slice_lines(phys, cut_line)
@@ -555,6 +599,8 @@ class _Fields:
     host: pa.Array
     #: the text ended with a newline already left out of its span (Docker fast path)
     nl: np.ndarray | None = None
+    #: which texts may hold several lines (None: any may)
+    inner_nl: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -567,8 +613,13 @@ class _Fast:
     ends: np.ndarray
     us: np.ndarray
     stream: np.ndarray
-    #: the text had its final newline (already left out of the span)
-    nl: np.ndarray
+    #: the text had its final newline (already left out of the span); None: not tracked
+    nl: np.ndarray | None
+    #: per record (valid where ``ok``): pod and host; None: the format has none
+    pod: pa.Array | None = None
+    host: pa.Array | None = None
+    #: the text may hold several lines (None: any may)
+    inner_nl: np.ndarray | None = None
 
 
 def _docker_fast(buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray) -> _Fast:
@@ -588,6 +639,39 @@ def _docker_fast(buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray) -> _Fa
     ok &= p.ok & p.zoned & (p.end == r_end.astype(np.int64) - 2)
     data = np.concatenate([buf, extra]) if extra.size else buf
     return _Fast(ok=ok, data=data, starts=starts, ends=ends, us=p.us, stream=stream, nl=nl)
+
+
+def _spec_fast(fmt: RecordFormat, spec: FieldSpec, buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray) -> _Fast:
+    """Records of a fixed-key format read by :func:`.fieldscan.scan_fields`, as the JSON path reads them.
+
+    The time is parsed as :meth:`RecordWrapper._times` parses it (the whole value a zoned RFC
+    3339 time, or the digits of µs); pod and host are built as :meth:`RecordWrapper._columns`
+    builds them (the pod tag, host/unit, the pod in a CloudWatch stream name).
+    """
+    sc = scan_fields(spec, buf, r_start, r_end)
+    ok = sc.ok
+    start = np.where(ok[:, None], sc.start, -1)
+    ts, te = start[:, TIME], sc.end[:, TIME]
+    if spec.digits_time:
+        us = np.where(ts >= 0, sc.us, NO_TIME)
+    else:
+        p = parse_rfc3339(buf, np.maximum(ts, 0))
+        us = np.where((ts >= 0) & p.ok & p.zoned & (p.end == te), p.us, NO_TIME)
+
+    def strings(field: int) -> pa.Array:
+        off, data, valid = gather_strings(buf, start[:, field], sc.end[:, field])
+        mask = pa.py_buffer(np.packbits(valid, bitorder="little"))
+        return pa.LargeStringArray.from_buffers(len(valid), pa.py_buffer(off), pa.py_buffer(data), mask,
+                                                int(len(valid) - valid.sum()))
+
+    host = strings(HOST) if fmt.host else None
+    pod = strings(TAG) if fmt.pod_tag else strings(POD) if fmt.pod else None
+    if fmt.host_unit:
+        pod = pc.binary_join_element_wise(strings(HOST), strings(UNIT), pa.scalar("/", pa.large_string()))
+    if pod is not None and fmt.name.startswith("cloudwatch"):
+        pod = pod_of_stream(pod)
+    return _Fast(ok=ok, data=sc.data, starts=start[:, MSG].copy(), ends=sc.end[:, MSG].copy(), us=us,
+                 stream=sc.stream, nl=None, pod=pod, host=host, inner_nl=sc.inner_nl)
 
 
 
