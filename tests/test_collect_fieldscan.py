@@ -184,9 +184,24 @@ _GOOD = {
 _FALLBACK_FAILS = {"lone-surrogate", "lone-low-surrogate"}
 
 
-@pytest.mark.parametrize(("fmt", "name", "rec"), [
-    pytest.param(*h, marks=pytest.mark.xfail(raises=UnicodeEncodeError, strict=True, reason="JSON path bug"))
-    if h[1] in _FALLBACK_FAILS else h for h in HOSTILE], ids=[f"{h[0]}-{h[1]}" for h in HOSTILE])
+#: the JSON path raises on a journald time that is not digits (pyarrow's cast), either way
+_CAST_FAILS = {"time-not-digits", "time-too-long"}
+#: open: arrow_fields.first_value picks the "empty" column per batch, not per record, so a record
+#: whose only text is "" is read as "" or rejected depending on its batch mates (here they differ)
+_BATCH_DEPENDENT = {"only-empty-message"}
+
+
+def _mark(h: tuple[str, str, bytes]) -> Any:
+    if h[1] in _FALLBACK_FAILS:
+        return pytest.param(*h, marks=pytest.mark.xfail(raises=UnicodeEncodeError, strict=True, reason="JSON path bug"))
+    if h[1] in _CAST_FAILS:
+        return pytest.param(*h, marks=pytest.mark.xfail(raises=Exception, strict=True, reason="JSON path bug"))
+    if h[1] in _BATCH_DEPENDENT:
+        return pytest.param(*h, marks=pytest.mark.xfail(strict=False, reason="first_value is per batch"))
+    return h
+
+
+@pytest.mark.parametrize(("fmt", "name", "rec"), [_mark(h) for h in HOSTILE], ids=[f"{h[0]}-{h[1]}" for h in HOSTILE])
 @pytest.mark.parametrize("gz", [False, True])
 def test_hostile_records_read_the_same_with_the_compiled_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               fmt: str, name: str, rec: bytes, gz: bool) -> None:
