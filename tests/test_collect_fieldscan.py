@@ -29,7 +29,7 @@ FIX = Path(__file__).resolve().parent / "fixtures" / "collect"
 def _digest(path: Path, **kw: Any) -> tuple[Any, ...]:
     r = read_lines(path, context={"tz": "Asia/Singapore"}, **kw)
     out = []
-    rejected = []
+    rejected: list[tuple[int, str, bytes]] = []
     for b in r:
         for i in range(len(b)):
             out.append((int(b.line_no[i]), int(b.offset[i]), b.line(i),

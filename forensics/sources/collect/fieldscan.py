@@ -213,7 +213,7 @@ def _plain_word(w: np.uint64) -> bool:
     x = w ^ _QUOTES
     y = w ^ _SLASHES
     t = ((x - _ONES) & ~x) | ((y - _ONES) & ~y) | (w - _SPACES) | w
-    return (t & _HIGH) == 0
+    return (t & _HIGH) == 0  # type: ignore[no-any-return]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -325,7 +325,7 @@ def _child(buf: np.ndarray, ks: int, ke: int, node: int, key_start: np.ndarray, 
                     same = False
                     break
             if same:
-                return c
+                return c  # type: ignore[no-any-return]
         c = next_sibling[c]
     return -1
 
