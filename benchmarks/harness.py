@@ -79,6 +79,8 @@ class Options:
     groups: tuple[str, ...]
     regenerate: bool = False
     timeout_s: float = 7200.0
+    #: kill a step's process once its resident set passes this many bytes (None: no cap)
+    rss_cap: int | None = None
     note: str = ""
     notes_file: Path | None = None
     json_out: Path | None = None
@@ -146,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"comma-separated step groups to run, of {', '.join(STEP_GROUPS)} (default: all)")
     p.add_argument("--regenerate", action="store_true", help="regenerate the data sets even if cached")
     p.add_argument("--timeout", type=float, default=7200.0, help="per-step timeout in seconds")
+    p.add_argument("--rss-cap", type=float, default=None, metavar="GIB",
+                   help="kill a step whose resident set passes GIB GiB and record it as failed (protects "
+                        "a shared machine at 10 M requests; default: no cap)")
     p.add_argument("--note", default="", help="free text for the report (e.g. 'machine shared with other jobs')")
     p.add_argument("--notes-file", type=Path, default=None,
                    help="Markdown file inserted into the report as the 'Analysis' section")
@@ -205,6 +210,7 @@ def resolve_options(args: argparse.Namespace) -> Options:
         groups=groups,
         regenerate=args.regenerate,
         timeout_s=args.timeout,
+        rss_cap=round(args.rss_cap * 2**30) if args.rss_cap else None,
         note=args.note,
         notes_file=args.notes_file,
         json_out=(args.json_out or data_dir / "last-results.json").resolve(),
@@ -225,38 +231,69 @@ def _log(opts: Options, msg: str) -> None:
         print(f"[bench {stamp}] {msg}", file=sys.stderr, flush=True)
 
 
-def run_child(spec: dict[str, Any], timeout_s: float, src: Path | None = None) -> dict[str, Any]:
+def _rss_of(pid: int) -> int:
+    """Current resident set of a process in bytes (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def run_child(
+    spec: dict[str, Any], timeout_s: float, src: Path | None = None, rss_cap: int | None = None
+) -> dict[str, Any]:
     """Run one step in a fresh interpreter and return its result record.
 
     ``src`` is the source tree the child imports ``forensics`` and ``benchmarks`` from (default:
-    this checkout; with ``--snapshot`` a frozen copy of the commit being measured).
+    this checkout; with ``--snapshot`` a frozen copy of the commit being measured). ``rss_cap``
+    (bytes, ``--rss-cap``): the child is killed once its resident set passes it, so a step that
+    grows with the incident (a 10 M-row result materialised in Python) fails alone instead of
+    driving a shared machine out of memory.
     """
     src = src or REPO_ROOT
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH", "")]))
     env.setdefault("PYTHONHASHSEED", "0")
     t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "benchmarks.steps", json.dumps(spec)],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=env,
-            cwd=str(src),
-        )
-    except subprocess.TimeoutExpired:
-        return {"step": spec["step"], "params": spec.get("params", {}), "ok": False,
-                "error": f"timed out after {timeout_s:.0f} s"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.steps", json.dumps(spec)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=str(src),
+    )
+    failed = ""
+    while True:
+        try:
+            stdout, stderr = proc.communicate(timeout=0.5)
+            break
+        except subprocess.TimeoutExpired:
+            rss = _rss_of(proc.pid)
+            if rss_cap and rss > rss_cap:
+                failed = (f"killed by the harness: resident set {rss / 2**20:,.0f} MiB passed "
+                          f"--rss-cap {rss_cap / 2**20:,.0f} MiB after {time.perf_counter() - t0:.0f} s")
+            elif time.perf_counter() - t0 > timeout_s:
+                failed = f"timed out after {timeout_s:.0f} s"
+            if failed:
+                proc.kill()
+                proc.communicate()
+                return {"step": spec["step"], "params": spec.get("params", {}), "ok": False,
+                        "error": failed, "process_s": time.perf_counter() - t0}
     process_s = time.perf_counter() - t0
-    for line in reversed(proc.stdout.splitlines()):
+    for line in reversed(stdout.splitlines()):
         if line.startswith(RESULT_MARKER):
             rec: dict[str, Any] = json.loads(line[len(RESULT_MARKER):])
             rec["process_s"] = process_s
             return rec
-    tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-5:]
+    tail = (stderr or stdout or "").strip().splitlines()[-5:]
     return {"step": spec["step"], "params": spec.get("params", {}), "ok": False,
-            "error": f"child exited {proc.returncode} without a result: {' | '.join(tail)}"}
+            "error": f"child exited {proc.returncode} without a result: {' | '.join(tail)}",
+            "process_s": process_s}
 
 
 # -- data sets ----------------------------------------------------------------------------------
@@ -323,6 +360,22 @@ def _record(suite: Suite, label: str, key: str, run: int, rec: dict[str, Any]) -
                    f"peak RSS {rec['peak_rss'] / 2**20:.0f} MiB")
     else:
         _log(opts, f"{label} run {run} {key}: FAILED {rec.get('error')}")
+    save_partial(suite)
+
+
+def save_partial(suite: Suite) -> None:
+    """Write the raw JSON measured so far (``finished`` null), replacing the file atomically.
+
+    A long run (10 M requests: hours) that is stopped, times out or dies keeps every step it
+    finished; ``--from-json`` renders a report from the file.
+    """
+    path = suite.options.json_out
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(json.dumps(report.suite_json(suite), indent=1, default=str), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def run_scale(suite: Suite, label: str, requests: int) -> None:
@@ -341,7 +394,7 @@ def run_scale(suite: Suite, label: str, requests: int) -> None:
         return {"step": step, **base, "params": params}
 
     def child(sp: dict[str, Any]) -> dict[str, Any]:
-        rec = run_child(sp, opts.timeout_s, opts.src)
+        rec = run_child(sp, opts.timeout_s, opts.src, opts.rss_cap)
         if not opts.keep_work:
             _clean_work(work, keep=case_path)
         return rec
@@ -419,7 +472,7 @@ def profile_scale(
                  for n in analysis]
     for key, sp in todo:
         sp["profile"] = True
-        _record(suite, label, f"profile:{key}", 0, run_child(sp, opts.timeout_s, opts.src))
+        _record(suite, label, f"profile:{key}", 0, run_child(sp, opts.timeout_s, opts.src, opts.rss_cap))
 
 
 def load_suite(path: Path, opts: Options) -> Suite:

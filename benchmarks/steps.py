@@ -10,6 +10,7 @@ Spec keys: ``step`` (a name of :data:`STEPS`), ``data_dir``, ``work_dir``, ``par
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -18,7 +19,7 @@ import shutil
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -385,20 +386,42 @@ def step_toolkit_e2e(spec: dict[str, Any]) -> Body:
 
     def body() -> Outcome:
         rows = 0
+        stages: list[dict[str, Any]] = []
         for g in groups:
-            rows += case.ingest_gateway(g.files, format=g.preset, quiet=True).lines_read
-        rows += case.ingest_engine([str(data_dir / "engine")], tz=ENGINE_TZ, quiet=True).lines_read
+            with _stage(stages, f"gateway:{g.name}") as st:
+                st["rows"] = case.ingest_gateway(g.files, format=g.preset, quiet=True).lines_read
+            rows += st["rows"]
+        with _stage(stages, "engine") as st:
+            st["rows"] = case.ingest_engine([str(data_dir / "engine")], tz=ENGINE_TZ, quiet=True).lines_read
+        rows += st["rows"]
         records: list[dict[str, Any]] = []
-        if affected is not None:
-            records = _affected_records(affected(case))
-        case.con.execute("CHECKPOINT")
+        with _stage(stages, "affected_requests") as st:
+            if affected is not None:
+                records = _affected_records(affected(case))
+            case.con.execute("CHECKPOINT")
+            st["rows"] = len(records)
         return Outcome(
             rows=rows,
             rows_out=len(records),
-            extra={"affected": records, "has_analysis": affected is not None},
+            extra={"affected": records, "has_analysis": affected is not None, "stages": stages},
         )
 
     return body
+
+
+@contextlib.contextmanager
+def _stage(stages: list[dict[str, Any]], name: str) -> Iterator[dict[str, Any]]:
+    """Time one stage of a step (wall, CPU, peak RSS so far, 1-min load) into ``stages``.
+
+    A 10 M-request end-to-end run is too long to repeat per ingest, so its one run says where
+    the time went. Example: ``with _stage(stages, "engine") as st: st["rows"] = ...``.
+    """
+    st: dict[str, Any] = {"stage": name, "load_1m_before": os.getloadavg()[0]}
+    cpu0, t0 = _cpu_s(), time.perf_counter()
+    yield st
+    st.update(wall_s=time.perf_counter() - t0, cpu_s=_cpu_s() - cpu0, peak_rss_after=peak_rss_bytes(),
+              load_1m_after=os.getloadavg()[0])
+    stages.append(st)
 
 
 def _analysis_module() -> Any:
@@ -668,10 +691,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
             prof = cProfile.Profile()
             prof.enable()
+        result["load_1m_before"] = os.getloadavg()[0]
         cpu0 = _cpu_s()
         t0 = time.perf_counter()
         outcome = body()
         result["wall_s"] = time.perf_counter() - t0
+        result["load_1m_after"] = os.getloadavg()[0]
         if prof is not None:
             prof.disable()
             outcome.extra["python"] = _python_top(prof)
