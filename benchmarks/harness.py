@@ -41,6 +41,10 @@ REPO_ROOT = PACKAGE_DIR.parent
 DEFAULT_SCALES = ("100k", "1m")
 DEFAULT_SEED = 20260909
 STEP_GROUPS = ("gateway", "engine", "e2e", "analysis", "outputs", "investigate", "pandas")
+#: the steps of the ``engine`` group; each may also be named alone in ``--scale N:GROUPS`` (at
+#: 10 M requests the six engine loads are over an hour of CPU: ``10m:toolkit_engine`` runs one)
+ENGINE_STEPS = ("toolkit_engine", "toolkit_engine_cri", "toolkit_engine_plain", "toolkit_engine_gz",
+                "bare_engine", "scan_engine")
 
 _SCALE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
 
@@ -128,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", action="append", default=None, metavar="N[:GROUPS]",
                    help="incident size in requests: 100k, 1m, 10m, 2000 ... (repeatable or "
                         "comma-separated; default: 100k and 1m). N:GROUPS limits that scale to "
-                        "some step groups, joined by '+', e.g. 6m:gateway or 1m:engine+e2e")
+                        "some step groups (or single engine steps such as toolkit_engine), joined by "
+                        "'+', e.g. 6m:gateway, 1m:engine+e2e or 10m:toolkit_engine+gateway")
     p.add_argument("--with-10m", action="store_true", help="also run the 10 M-request incident")
     p.add_argument("--runs", type=int, default=3, help="measured runs per step (default 3; median reported)")
     p.add_argument("--pandas-runs", type=int, default=None,
@@ -181,7 +186,7 @@ def resolve_options(args: argparse.Namespace) -> Options:
                 scales.append(scale)
                 if ":" in part:
                     sub = tuple(g.strip() for g in part.split(":", 1)[1].split("+") if g.strip())
-                    bad = [g for g in sub if g not in STEP_GROUPS]
+                    bad = [g for g in sub if g not in STEP_GROUPS + ENGINE_STEPS]
                     if bad:
                         raise SystemExit(f"unknown step group(s) {bad} in --scale {part}")
                     scale_groups[scale[0]] = sub
@@ -406,9 +411,8 @@ def run_scale(suite: Suite, label: str, requests: int) -> None:
                 for step in ("toolkit_gateway", "bare_gateway"):
                     rec = child(spec(step, group=g.name, raw_bytes=g.raw_bytes))
                     _record(suite, label, f"{step}:{g.name}", run, rec)
-        if "engine" in groups:
-            for step in ("toolkit_engine", "toolkit_engine_cri", "toolkit_engine_plain", "toolkit_engine_gz",
-                         "bare_engine", "scan_engine"):
+        for step in ENGINE_STEPS:
+            if "engine" in groups or step in groups:
                 rec = child(spec(step, group="engine", raw_bytes=manifest.engine.raw_bytes))
                 _record(suite, label, step, run, rec)
         case_ok = built
@@ -464,7 +468,7 @@ def profile_scale(
     if "gateway" in groups:
         todo += [(f"toolkit_gateway:{g.name}", spec("toolkit_gateway", group=g.name, raw_bytes=g.raw_bytes))
                  for g in manifest.gateway]
-    if "engine" in groups:
+    if "engine" in groups or "toolkit_engine" in groups:
         todo.append(("toolkit_engine", spec("toolkit_engine", group="engine", raw_bytes=manifest.engine.raw_bytes)))
     case = spec("analysis")["work_dir"] + "/case-e2e.duckdb"
     if "analysis" in groups and Path(case).exists():
