@@ -232,3 +232,28 @@ def test_joined_files_whose_rows_are_not_their_lines_are_read_as_they_are(
     assert got == [(str(tmp_path / f"h{k}.ndjson.gz"), i + 1, json.loads(ln)["RayID"])
                    for k, b in enumerate(bodies) for i, ln in enumerate(b) if ln]
     assert case.sql("SELECT file_id, line_no, reason FROM rejected_lines").fetchall() == [(2, 2, "empty line")]
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_out_of_memory_is_blamed_on_the_limit_not_the_file(case: forensics.Case, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch, compressed: bool) -> None:
+    import duckdb
+
+    from forensics.errors import InputError
+    from forensics.sources.gateway import ingest
+
+    src = ROOT / "sample_data" / "gateway" / "litellm" / "LiteLLM_SpendLogs.csv"
+    path = tmp_path / ("spend.csv.gz" if compressed else "spend.csv")
+    path.write_bytes(gzip.compress(src.read_bytes()) if compressed else src.read_bytes())
+
+    def out_of_memory(*_: Any, **__: Any) -> Any:
+        raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data of size 16.0 MiB")
+
+    monkeypatch.setattr(ingest, "_load_direct", out_of_memory)
+    monkeypatch.setattr(ingest, "_load_copy", out_of_memory)
+    with pytest.raises(InputError) as err:
+        case.ingest_gateway(path, format="litellm")
+    text = str(err.value)
+    assert "ran out of memory" in text and "FORENSICS_MEMORY_LIMIT" in text
+    assert "check that the file is complete" not in text
+    assert case.sql("SELECT count(*) FROM gateway_requests").fetchall() == [(0,)]

@@ -515,6 +515,21 @@ def _ingest_one(led: Ledger, plan: FilePlan, tz: str, options: dict[str, Any], b
     return job.summary
 
 
+def _read_error(job: _Job, exc: duckdb.Error) -> InputError:
+    """The error for a file DuckDB could not load: its memory budget, or the file itself."""
+    kind = job.plan.sniff.container
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        # the limit, not the file: a message that blamed the file would send the responder to
+        # re-collect evidence that is fine
+        return InputError(
+            f"ran out of memory loading this {kind} file under the load's memory limit: {_first_line(exc)}",
+            where=str(job.plan.path),
+            hint="the file may well be valid: raise FORENSICS_MEMORY_LIMIT (e.g. FORENSICS_MEMORY_LIMIT=4GB) "
+                 "and run the ingest again; nothing of it was kept")
+    return InputError(f"cannot read {kind} file: {_first_line(exc)}", where=str(job.plan.path),
+                      hint="check that the file is complete and valid; nothing of it was kept")
+
+
 def _load_alone(led: Ledger, job: _Job, tz: str, options: dict[str, Any], bar: Any = None,
                 force_copy: bool = False) -> None:
     """Load one file in its own transaction; from a private copy when it cannot be read as it is.
@@ -544,10 +559,8 @@ def _load_alone(led: Ledger, job: _Job, tz: str, options: dict[str, Any], bar: A
             raise KeyboardInterrupt from None
         except duckdb.Error as exc:
             _discard(led, [job])
-            if compression_of(job.plan.path) == "none":
-                kind = job.plan.sniff.container
-                raise InputError(f"cannot read {kind} file: {_first_line(exc)}", where=str(job.plan.path),
-                                 hint="check that the file is complete and valid; nothing of it was kept") from exc
+            if compression_of(job.plan.path) == "none" or isinstance(exc, duckdb.OutOfMemoryException):
+                raise _read_error(job, exc) from exc
             # a compressed stream DuckDB refused: read its decodable part from a copy
         except BaseException:
             with contextlib.suppress(duckdb.Error):
@@ -562,9 +575,7 @@ def _load_alone(led: Ledger, job: _Job, tz: str, options: dict[str, Any], bar: A
         except duckdb.Error as exc:
             with contextlib.suppress(duckdb.Error):
                 _discard(led, [job])
-            raise InputError(f"cannot read {job.plan.sniff.container} file: {_first_line(exc)}",
-                             where=str(job.plan.path),
-                             hint="check that the file is complete and valid; nothing of it was kept") from exc
+            raise _read_error(job, exc) from exc
         except BaseException:
             with contextlib.suppress(duckdb.Error):
                 _discard(led, [job])
