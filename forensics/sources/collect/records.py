@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -548,15 +549,15 @@ class RecordWrapper(Wrapper):
         if fmt.host_unit:
             unit = [text(get(r, fmt.host_unit)) for r in rows]
             pod = [None if h is None or u is None else f"{h}/{u}" for h, u in zip(host, unit, strict=True)]
-        pod_arr = pa.array(pod, type=pa.large_string())
+        pod_arr = _texts(pod)
         if fmt.name.startswith("cloudwatch"):
             pod_arr = pod_of_stream(pod_arr)
         return {
-            "message": pa.array(msg, type=pa.large_string()),
-            "time": pa.array(tim, type=pa.large_string()),
+            "message": _texts(msg),
+            "time": _texts(tim),
             "pod": pod_arr,
-            "host": pa.array(host, type=pa.large_string()),
-            "stream": pa.array([text(get(r, fmt.stream)) for r in rows], type=pa.large_string()),
+            "host": _texts(host),
+            "stream": _texts([text(get(r, fmt.stream)) for r in rows]),
         }
 
     def _times(self, t: pa.Array) -> np.ndarray:
@@ -570,16 +571,36 @@ class RecordWrapper(Wrapper):
             p = parse_rfc3339(data, off[:-1])
             ok = valid & p.ok & p.zoned & (p.end == off[1:])
             return np.where(ok, p.us, NO_TIME)
-        num = pc.cast(t, pa.float64(), safe=False) if pa.types.is_string(t.type) or pa.types.is_large_string(t.type) \
-            else pc.cast(t, pa.float64())
+        text = pa.types.is_string(t.type) or pa.types.is_large_string(t.type)
+        if text:
+            # a value that is not a plain number ("17878002e3" for µs, 22 digits, words) is no time
+            # (unknown), never an error that stops the whole file's ingest
+            pattern = r"^[0-9]{1,18}$" if unit == "epoch_us" else r"^-?[0-9]{1,19}(\.[0-9]*)?([eE][-+]?[0-9]{1,2})?$"
+            t = pc.if_else(pc.match_substring_regex(t, pattern), t, pa.scalar(None, t.type))
+        num = pc.cast(t, pa.float64(), safe=False) if text else pc.cast(t, pa.float64())
         vals = num.to_numpy(zero_copy_only=False)
         scale = {"epoch_ms": 1_000, "epoch_us": 1, "epoch_s": 1_000_000}[unit]
         if unit == "epoch_us" and pa.types.is_large_string(t.type):
             # µs since the epoch do not fit a double exactly: parse the digits as integers
             ints = pc.cast(t, pa.int64(), safe=False).fill_null(NO_TIME).to_numpy(zero_copy_only=False)
             return np.asarray(ints, dtype=np.int64)
-        out = np.where(np.isnan(vals), NO_TIME, np.round(np.nan_to_num(vals) * scale)).astype(np.int64)
-        return out
+        us = np.nan_to_num(vals, nan=0.0, posinf=0.0, neginf=0.0) * scale
+        # beyond int64 microseconds (an exponent of 99) is no time either, not a wrapped number
+        known = np.isfinite(vals) & (np.abs(us) < 9.2e18)
+        return np.where(known, np.round(np.where(known, us, 0.0)), NO_TIME).astype(np.int64)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _texts(values: list[str | None]) -> pa.Array:
+    """Python strings as an Arrow column; a lone surrogate (JSON's ``"\\ud800"``, which Python keeps and
+    UTF-8 cannot hold) becomes U+FFFD, as an invalid byte of a plain log line does."""
+    try:
+        return pa.array(values, type=pa.large_string())
+    except UnicodeEncodeError:
+        return pa.array([None if v is None else _SURROGATE.sub("\ufffd", v) for v in values],
+                        type=pa.large_string())
 
 
 @dataclass(frozen=True)
