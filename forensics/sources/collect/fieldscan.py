@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from forensics.sources.collect.kernels import _hex4
+from forensics.sources.collect.kernels import _hex4, put_utf8
 from forensics.sources.collect.record_formats import RecordFormat, split_path
 
 #: the fields, as columns of :attr:`Scanned.start` / :attr:`Scanned.end`
@@ -525,24 +525,7 @@ def _unescape(buf: np.ndarray, words: np.ndarray, off: int, wend: int, esc: int,
             if 0xD800 <= cp <= 0xDBFF:
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (_hex4(buf, i + 8, ve) - 0xDC00)
                 step = 12
-            if cp < 0x80:
-                out[o] = cp
-                o += 1
-            elif cp < 0x800:
-                out[o] = 0xC0 | (cp >> 6)
-                out[o + 1] = 0x80 | (cp & 0x3F)
-                o += 2
-            elif cp < 0x10000:
-                out[o] = 0xE0 | (cp >> 12)
-                out[o + 1] = 0x80 | ((cp >> 6) & 0x3F)
-                out[o + 2] = 0x80 | (cp & 0x3F)
-                o += 3
-            else:
-                out[o] = 0xF0 | (cp >> 18)
-                out[o + 1] = 0x80 | ((cp >> 12) & 0x3F)
-                out[o + 2] = 0x80 | ((cp >> 6) & 0x3F)
-                out[o + 3] = 0x80 | (cp & 0x3F)
-                o += 4
+            o = put_utf8(out, o, cp)
             if cp == 10:
                 inner = inner or nl_at >= 0
                 nl_at = o - 1

@@ -55,6 +55,29 @@ def _hex4(buf: np.ndarray, at: int, end: int) -> int:
     return v
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def put_utf8(out: np.ndarray, o: int, cp: int) -> int:
+    """Write code point ``cp`` as UTF-8 at ``out[o]``; the next free index (the one encoder of the
+    compiled JSON passes)."""
+    if cp < 0x80:
+        out[o] = cp
+        return o + 1
+    if cp < 0x800:
+        out[o] = 0xC0 | (cp >> 6)
+        out[o + 1] = 0x80 | (cp & 0x3F)
+        return o + 2
+    if cp < 0x10000:
+        out[o] = 0xE0 | (cp >> 12)
+        out[o + 1] = 0x80 | ((cp >> 6) & 0x3F)
+        out[o + 2] = 0x80 | (cp & 0x3F)
+        return o + 3
+    out[o] = 0xF0 | (cp >> 18)
+    out[o + 1] = 0x80 | ((cp >> 12) & 0x3F)
+    out[o + 2] = 0x80 | ((cp >> 6) & 0x3F)
+    out[o + 3] = 0x80 | (cp & 0x3F)
+    return o + 4
+
+
 @numba.njit(cache=True, nogil=True)
 def _unescape_into(buf: np.ndarray, vs: int, ve: int, out: np.ndarray, o: int) -> tuple[int, bool, bool]:
     """JSON-unescape ``buf[vs:ve]`` into ``out`` from ``o``: (new end, ok, ended with ``\\n``).
@@ -111,24 +134,7 @@ def _unescape_into(buf: np.ndarray, vs: int, ve: int, out: np.ndarray, o: int) -
                 step = 12
             elif 0xDC00 <= cp <= 0xDFFF:
                 return o, False, False
-            if cp < 0x80:
-                out[o] = cp
-                o += 1
-            elif cp < 0x800:
-                out[o] = 0xC0 | (cp >> 6)
-                out[o + 1] = 0x80 | (cp & 0x3F)
-                o += 2
-            elif cp < 0x10000:
-                out[o] = 0xE0 | (cp >> 12)
-                out[o + 1] = 0x80 | ((cp >> 6) & 0x3F)
-                out[o + 2] = 0x80 | (cp & 0x3F)
-                o += 3
-            else:
-                out[o] = 0xF0 | (cp >> 18)
-                out[o + 1] = 0x80 | ((cp >> 12) & 0x3F)
-                out[o + 2] = 0x80 | ((cp >> 6) & 0x3F)
-                out[o + 3] = 0x80 | (cp & 0x3F)
-                o += 4
+            o = put_utf8(out, o, cp)
             i += step
             continue
         else:
