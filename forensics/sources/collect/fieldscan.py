@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from forensics.sources.collect.kernels import _hex4, put_utf8
+from forensics.sources.collect.kernels import _hex4, escape_byte, put_utf8
 from forensics.sources.collect.record_formats import RecordFormat, split_path
 
 #: the fields, as columns of :attr:`Scanned.start` / :attr:`Scanned.end`
@@ -529,21 +529,11 @@ def _unescape(buf: np.ndarray, words: np.ndarray, off: int, wend: int, esc: int,
             if cp == 10:
                 inner = inner or nl_at >= 0
                 nl_at = o - 1
-        else:
+        else:  # checked by _string: one of n t r b f " \ /
             if e == 110:
                 inner = inner or nl_at >= 0
                 nl_at = o
-                out[o] = 10
-            elif e == 116:
-                out[o] = 9
-            elif e == 114:
-                out[o] = 13
-            elif e == 98:
-                out[o] = 8
-            elif e == 102:
-                out[o] = 12
-            else:  # " \ /
-                out[o] = e
+            out[o] = escape_byte(e)
             o += 1
         i += step
         j = _next_slash(buf, words, off, wend, i, ve)

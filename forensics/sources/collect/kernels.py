@@ -56,6 +56,25 @@ def _hex4(buf: np.ndarray, at: int, end: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def escape_byte(e: int) -> int:
+    """The byte a one-letter JSON escape ``\\e`` stands for (``n`` -> LF, ``"`` -> ``"``), or -1
+    (``u`` and anything else)."""
+    if e == 110:
+        return 10
+    if e == 116:
+        return 9
+    if e == 114:
+        return 13
+    if e == 98:
+        return 8
+    if e == 102:
+        return 12
+    if e == 34 or e == 92 or e == 47:
+        return e
+    return -1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def put_utf8(out: np.ndarray, o: int, cp: int) -> int:
     """Write code point ``cp`` as UTF-8 at ``out[o]``; the next free index (the one encoder of the
     compiled JSON passes)."""
@@ -104,21 +123,9 @@ def _unescape_into(buf: np.ndarray, vs: int, ve: int, out: np.ndarray, o: int) -
         if i + 1 >= ve:
             return o, False, False
         e = buf[i + 1]
-        if e == 110:  # n
-            if i + 2 == ve:
-                return o, True, True
-            out[o] = 10
-        elif e == 34 or e == 92 or e == 47:
-            out[o] = e
-        elif e == 116:
-            out[o] = 9
-        elif e == 114:
-            out[o] = 13
-        elif e == 98:
-            out[o] = 8
-        elif e == 102:
-            out[o] = 12
-        elif e == 117:  # u
+        if e == 110 and i + 2 == ve:  # \n ends the text: the line end, not text
+            return o, True, True
+        if e == 117:  # u
             cp = _hex4(buf, i + 2, ve)
             if cp < 0:
                 return o, False, False
@@ -137,8 +144,10 @@ def _unescape_into(buf: np.ndarray, vs: int, ve: int, out: np.ndarray, o: int) -
             o = put_utf8(out, o, cp)
             i += step
             continue
-        else:
+        b = escape_byte(e)
+        if b < 0:
             return o, False, False
+        out[o] = b
         o += 1
         i += 2
     return o, True, False
