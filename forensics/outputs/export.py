@@ -11,10 +11,13 @@ metadata. Every CSV cell is neutralised against formula injection and every CR/L
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeAlias
@@ -226,8 +229,6 @@ class _Spool:
     """
 
     def __init__(self, rel: Tabular, directory: Path | None, batch_rows: int) -> None:
-        import tempfile
-
         self._dir = tempfile.TemporaryDirectory(prefix="forensics-export-", dir=directory)
         self.path = Path(self._dir.name) / "result.arrow"
         reader = record_batches(rel, batch_rows)
@@ -300,56 +301,43 @@ def _csv_lines(names: Sequence[str], spool: _Spool) -> Iterator[str]:
             yield csv_text(names, rows)[len(header):]
 
 
-class _Target:
-    """Where a streamed export goes: the stream, or a file written beside ``out`` and renamed onto
-    it at the end, so an interrupted export never leaves a short file that looks whole."""
-
-    def __init__(self, out: str | Path | None, stream: IO[str]) -> None:
-        self.out = None if out is None else Path(out)
-        self.partial: Path | None = None
-        self.stream = stream
-        if self.out is not None:
-            import os
-            import tempfile
-
-            # a FIFO, /dev/stdout, a symbolic link: written in place (through the link), never
-            # renamed over
-            if self.out.is_symlink() or (self.out.exists() and not self.out.is_file()):
-                self.stream = self.out.open("w", encoding="utf-8")
-            else:
-                fd, name = tempfile.mkstemp(prefix=f".{self.out.name}.", suffix=".partial",
-                                            dir=self.out.parent)
-                self.partial = Path(name)
-                self.stream = os.fdopen(fd, "w", encoding="utf-8", newline="")
-
-    def directory(self) -> Path | None:
-        return None if self.out is None else self.out.parent
-
-    def finish(self) -> None:
-        if self.out is None:
-            self.stream.flush()
-            return
-        self.stream.close()
-        if self.partial is not None:
-            import os
-
-            os.chmod(self.partial, 0o666 & ~_umask())
-            os.replace(self.partial, self.out)
-            self.partial = None
-
-    def abandon(self) -> None:
-        if self.out is not None:
-            self.stream.close()
-            if self.partial is not None:
-                self.partial.unlink(missing_ok=True)
+@contextlib.contextmanager
+def _written_whole(out: Path) -> Iterator[Path]:
+    """A path to write ``out``'s content to: a file beside it, renamed onto it when the block ends
+    without an error, so an interrupted export leaves the previous file and never a short one
+    that looks whole. A symbolic link, FIFO or device is written in place (through the link)."""
+    if out.is_symlink() or (out.exists() and not out.is_file()):
+        yield out
+        return
+    fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
+    os.close(fd)
+    partial = Path(name)
+    try:
+        yield partial
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(partial, 0o666 & ~mask)  # a new file's mode, not mkstemp's 0600
+        os.replace(partial, out)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
-def _umask() -> int:
-    import os
-
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _write_text(fmt: TableFormat, rel: Tabular, params: dict[str, Any], stream: IO[str],
+                spool_dir: Path | None, batch_rows: int) -> int:
+    spool = _Spool(rel, spool_dir, batch_rows)
+    try:
+        names = list(spool.schema.names)
+        if fmt == "csv":
+            pieces: Iterable[str] = _csv_lines(names, spool)
+        elif fmt == "json":
+            pieces = _json_document(names, spool, params)
+        else:
+            pieces = _json_lines(names, spool)
+        for piece in pieces:
+            stream.write(piece)
+        return spool.num_rows
+    finally:
+        spool.close()
 
 
 def write_output(
@@ -385,29 +373,15 @@ def write_output(
         return _write_parquet(rel, Path(out), params, batch_rows)
     if fmt == "table":
         return _write_table(rel, out, stream or sys.stdout, title)
-    target = _Target(out, stream or sys.stdout)
-    spool: _Spool | None = None
-    rows = 0
-    try:
-        spool = _Spool(rel, target.directory(), batch_rows)
-        names = list(spool.schema.names)
-        if fmt == "csv":
-            pieces: Iterable[str] = _csv_lines(names, spool)
-        elif fmt == "json":
-            pieces = _json_document(names, spool, params)
-        else:
-            pieces = _json_lines(names, spool)
-        for piece in pieces:
-            target.stream.write(piece)
-        target.finish()
-        rows = spool.num_rows
-    except BaseException:
-        target.abandon()
-        raise
-    finally:
-        if spool is not None:
-            spool.close()
-    if out is not None and fmt in ("csv", "jsonl") and params:
+    if out is None:
+        stream = stream or sys.stdout
+        rows = _write_text(fmt, rel, params, stream, None, batch_rows)
+        stream.flush()
+        return rows
+    out = Path(out)
+    with _written_whole(out) as path, path.open("w", encoding="utf-8", newline="") as fh:
+        rows = _write_text(fmt, rel, params, fh, out.parent, batch_rows)
+    if fmt in ("csv", "jsonl") and params:
         Path(str(out) + ".params.json").write_text(
             json.dumps(params, default=_jsonable, indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )
@@ -415,27 +389,16 @@ def write_output(
 
 
 def _write_parquet(rel: Tabular, out: Path, params: dict[str, Any], batch_rows: int) -> int:
-    import os
-    import tempfile
-
     import pyarrow.parquet as pq
 
     reader = record_batches(rel, batch_rows)
     meta = dict(reader.schema.metadata or {})
     meta[b"forensics.parameters"] = json.dumps(params, default=_jsonable, sort_keys=True).encode()
-    fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
-    os.close(fd)
     rows = 0
-    try:
-        with pq.ParquetWriter(name, reader.schema.with_metadata(meta)) as writer:
-            for batch in reader:
-                writer.write_batch(batch)
-                rows += batch.num_rows
-        os.chmod(name, 0o666 & ~_umask())
-        os.replace(name, out)
-    except BaseException:
-        Path(name).unlink(missing_ok=True)
-        raise
+    with _written_whole(out) as path, pq.ParquetWriter(str(path), reader.schema.with_metadata(meta)) as writer:
+        for batch in reader:
+            writer.write_batch(batch)
+            rows += batch.num_rows
     return rows
 
 
