@@ -237,6 +237,7 @@ def step_toolkit_gateway(spec: dict[str, Any]) -> Body:
 
     def body() -> Outcome:
         s = case.ingest_gateway(group.files, format=group.preset, quiet=True)
+        case.refresh()  # the derived tables, as `forensics ingest` builds them at its close
         case.con.execute("CHECKPOINT")
         return Outcome(
             rows=s.lines_read,
@@ -260,6 +261,7 @@ def step_toolkit_engine(spec: dict[str, Any]) -> Body:
 
     def body() -> Outcome:
         s = case.ingest_engine([str(data_dir / "engine")], tz=ENGINE_TZ, quiet=True)
+        case.refresh()  # the derived tables, as `forensics ingest` builds them at its close
         case.con.execute("CHECKPOINT")
         return Outcome(
             rows=s.lines_read,
@@ -296,6 +298,7 @@ def step_toolkit_engine_cri(spec: dict[str, Any]) -> Body:
 
     def body() -> Outcome:
         s = case.ingest_engine([str(tree)], tz=ENGINE_TZ, quiet=True)
+        case.refresh()  # the derived tables, as `forensics ingest` builds them at its close
         case.con.execute("CHECKPOINT")
         return Outcome(
             rows=s.lines_read,

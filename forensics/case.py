@@ -173,6 +173,10 @@ class _Shared:
     handles: weakref.WeakSet[Case] = field(default_factory=weakref.WeakSet)
     #: the fingerprint of derived tables built in memory on this connection (read-only)
     facts_in_memory: str | None = None
+    #: an ingest changed the evidence and the derived tables are not rebuilt yet: the next
+    #: ``sql()``/``run_query()``/analysis call or the close rebuilds them once, so an investigation
+    #: of three ingests builds each fact once instead of after every ingest
+    facts_pending: bool = False
     closed: bool = False
 
 
@@ -313,6 +317,7 @@ class Case:
             [(1,)]
         """
         self._check_open()
+        self._settle()
         if params is None:
             return self.con.sql(query)
         return self.con.sql(query, params=params)
@@ -331,6 +336,7 @@ class Case:
         from forensics.sqlfiles import run_query
 
         self._check_open()
+        self._settle()
         return run_query(self.con, name, params)
 
     def tables(self) -> list[str]:
@@ -472,7 +478,7 @@ class Case:
         """
         summary = self._loader("gateway")(self.target(), paths, format=format, tz=tz, quiet=quiet, **options)
         self._record_unread("gateway", summary)
-        self.refresh()
+        self._shared.facts_pending = True
         return summary
 
     def ingest_engine(
@@ -494,7 +500,7 @@ class Case:
         """
         summary = self._loader("engine")(self.target(), paths, tz=tz, quiet=quiet, **options)
         self._record_unread("engine", summary)
-        self.refresh()
+        self._shared.facts_pending = True
         return summary
 
     def _record_unread(self, kind: FileKind, summary: IngestSummary) -> None:
@@ -524,8 +530,9 @@ class Case:
     def refresh(self, *, force: bool = False) -> bool:
         """Rebuild the derived tables (``forensics.facts``) if the evidence changed; True if rebuilt.
 
-        Every ingest ends with it, and so does closing a writable case: call it after editing
-        evidence rows in place with SQL (row counts alone do not show such an edit).
+        An ingest leaves it pending: the next :meth:`sql`, :meth:`run_query` or analysis call runs
+        it, and so does closing a writable case, so several ingests build each fact once. Call it
+        after editing evidence rows in place with SQL (row counts alone do not show such an edit).
 
         Example:
             >>> Case(":memory:").refresh()
@@ -533,7 +540,9 @@ class Case:
         """
         from forensics.facts import refresh
 
-        return refresh(self, force=force)
+        built = refresh(self, force=force)
+        self._shared.facts_pending = False
+        return built
 
     def ensure_facts(self) -> None:
         """Bring the derived tables up to date before a query reads them (see :func:`forensics.facts.ensure`).
@@ -553,8 +562,14 @@ class Case:
             writer = copy.copy(self)
             writer.read_only = False
             ensure(writer)
-            return
-        ensure(self)
+        else:
+            ensure(self)
+        self._shared.facts_pending = False
+
+    def _settle(self) -> None:
+        """Build the derived tables an ingest of this process left pending, before SQL reads them."""
+        if self._shared.facts_pending:
+            self.ensure_facts()
 
 
 def replace_case(path: str | os.PathLike[str]) -> None:

@@ -2,7 +2,8 @@
 
 A fact is one parameter-free ``SELECT`` in ``queries/facts/<name>.sql`` (a header comment says
 what it holds, which tables it ``reads:`` and whether it is ``stored as:`` a table or a view). The
-case keeps each fact under that name, built at the end of every ingest and rebuilt whenever rows
+case keeps each fact under that name, built after the ingests (once, at the next query or the
+case's close: three ingests in a row build each fact once) and rebuilt whenever rows
 were added to or removed from the evidence tables it is derived from (its ``reads:``, through the
 facts and schema views it reads, down to evidence tables: :func:`fact_sources`) since it was built
 (checked before every query, by row counts; after editing rows in place, call :func:`refresh`
@@ -284,7 +285,7 @@ def refresh(case: Case, *, force: bool = False) -> bool:
     (``Case.loading``) in a transaction of its own that also records what it was built from: one
     transaction for all of them kept every new table (and the one it replaces) in memory until the
     commit, out of memory under the budget at 1 M requests. A refresh that fails or is interrupted
-    leaves the facts it did not finish marked stale, and the next query or ingest builds them (and
+    leaves the facts it did not finish marked stale, and the next query or close builds them (and
     only them) again. The case must be writable.
 
     Example:

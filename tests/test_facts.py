@@ -289,15 +289,17 @@ def test_each_ingest_rebuilds_only_the_facts_its_tables_feed_and_they_equal_a_fu
 
 
 def test_an_interrupted_refresh_resumes_to_the_result_of_a_full_rebuild() -> None:
-    """Ctrl-C in the middle of the refresh an ingest ends with: the facts built before it stay, the
-    next refresh builds the rest (only those), and every fact equals a forced full rebuild."""
+    """Ctrl-C in the middle of the refresh the first query after an ingest runs: the facts built
+    before it stay, the next refresh builds the rest (only those), and every fact equals a forced
+    full rebuild."""
     case = forensics.open_case(":memory:", now=dt.datetime(2026, 10, 1))
     _ingest(case, "engine", [ENGINE / "prefill-0", ENGINE / "decode-0"])
+    _ingest(case, "gateway", [GATEWAY / "litellm"])
     real = case.con
     case.con = _InterruptedIn(real, "match_candidates")  # type: ignore[assignment]
     try:
         with pytest.raises(KeyboardInterrupt):
-            _ingest(case, "gateway", [GATEWAY / "litellm"])
+            case.sql("SELECT count(*) FROM requests")
     finally:
         case.con = real
     assert facts.stale(case) == ["match_candidates", "chain_matches", "request_keys", "requests"]
@@ -306,6 +308,43 @@ def test_an_interrupted_refresh_resumes_to_the_result_of_a_full_rebuild() -> Non
     assert facts.refresh(case, force=True)
     assert _rows(case) == resumed
     assert len(resumed["match_candidates"]) > 0
+
+
+def _count_builds(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How often each fact is built from now on (``facts._create`` wrapped)."""
+    built: dict[str, int] = {}
+    create = facts._create
+
+    def counting(con: duckdb.DuckDBPyConnection, name: str, **kw: bool) -> None:
+        built[name] = built.get(name, 0) + 1
+        create(con, name, **kw)
+
+    monkeypatch.setattr(facts, "_create", counting)
+    return built
+
+
+@pytest.mark.parametrize("first_reader", ["sql", "run_query", "analysis", "close"])
+def test_ingests_in_a_row_build_each_fact_once_before_the_first_reader(
+        first_reader: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Three ingests build no fact; the first query (``sql``, ``run_query``, an analysis function)
+    or the close builds each fact exactly once, and what it reads is as fresh as a full rebuild."""
+    built = _count_builds(monkeypatch)
+    case = forensics.open_case(tmp_path / "case.duckdb", now=dt.datetime(2026, 10, 1))
+    _ingest(case, "gateway", [GATEWAY / "litellm"])
+    _ingest(case, "gateway", [GATEWAY / "cloudflare-http"])
+    _ingest(case, "engine", [ENGINE / "prefill-0", ENGINE / "decode-0"])
+    assert built == {}
+    if first_reader == "sql":
+        n = case.sql("SELECT count(*) FROM request_chains").fetchall()[0][0]
+        assert n > 0
+    elif first_reader == "run_query":
+        case.run_query("pool_audit", {"node": None}).fetchall()
+    elif first_reader == "analysis":
+        forensics.affected_requests(case).fetchall()
+    case.close()
+    assert built == {name: 1 for name in facts.FACTS}
+    with forensics.open_case(tmp_path / "case.duckdb", read_only=True) as reopened:
+        assert facts.is_fresh(reopened)
 
 
 def test_a_read_only_case_builds_in_memory_only_its_stale_facts(sample_case_path: Path, tmp_path: Path) -> None:
@@ -342,6 +381,7 @@ def test_the_ids_of_a_fact_are_stored_uncompressed(name: str, tmp_path: Path) ->
     with forensics.open_case(tmp_path / "case.duckdb", now=dt.datetime(2026, 10, 1)) as case:
         _ingest(case, "gateway", [GATEWAY / "litellm"])
         _ingest(case, "engine", [ENGINE / "prefill-0", ENGINE / "decode-0"])
+        case.refresh()  # built before the checkpoint: storage_info shows a table's checkpointed segments
         case.con.execute("CHECKPOINT")
         stored = dict(case.sql(f"SELECT column_name, min(compression) FROM pragma_storage_info('{name}') "
                                "WHERE segment_type = 'VARCHAR' GROUP BY ALL").fetchall())
