@@ -340,7 +340,8 @@ class Case:
         return run_query(self.con, name, params)
 
     def tables(self) -> list[str]:
-        """Names of the case's tables and views, sorted."""
+        """Names of the case's tables and views (the derived ones up to date), sorted."""
+        self._settle()
         rows = self.con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' ORDER BY 1"
         ).fetchall()

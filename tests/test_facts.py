@@ -323,11 +323,11 @@ def _count_builds(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return built
 
 
-@pytest.mark.parametrize("first_reader", ["sql", "run_query", "analysis", "close"])
+@pytest.mark.parametrize("first_reader", ["sql", "run_query", "tables", "analysis", "close"])
 def test_ingests_in_a_row_build_each_fact_once_before_the_first_reader(
         first_reader: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Three ingests build no fact; the first query (``sql``, ``run_query``, an analysis function)
-    or the close builds each fact exactly once, and what it reads is as fresh as a full rebuild."""
+    """Three ingests build no fact; the first reader (``sql``, ``run_query``, ``tables``, an
+    analysis function) or the close builds each fact exactly once, and what it reads is as fresh as a full rebuild."""
     built = _count_builds(monkeypatch)
     case = forensics.open_case(tmp_path / "case.duckdb", now=dt.datetime(2026, 10, 1))
     _ingest(case, "gateway", [GATEWAY / "litellm"])
@@ -339,6 +339,8 @@ def test_ingests_in_a_row_build_each_fact_once_before_the_first_reader(
         assert n > 0
     elif first_reader == "run_query":
         case.run_query("pool_audit", {"node": None}).fetchall()
+    elif first_reader == "tables":
+        assert "request_chains" in case.tables()
     elif first_reader == "analysis":
         forensics.affected_requests(case).fetchall()
     case.close()
