@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from forensics.sources.gateway.joined import Joined, keep_only, scan_joined
 from forensics.sources.gateway.load import Counts, Item, load_files
 from forensics.sources.gateway.numbering import raw_lines
 from forensics.sources.gateway.presets import apply_options, resolve_spec
+from forensics.sources.gateway.readers import refused_quoted_newline
 from forensics.sources.gateway.scan import MAX_DEPTH, MAX_LINE_BYTES, Scan, scan_file
 from forensics.sources.gateway.sniffing import (
     FilePlan,
@@ -621,12 +622,33 @@ def _load_direct(led: Ledger, job: _Job, tz: str, options: dict[str, Any], bar: 
                 led.discard([fl.file_id])
                 fl = _begin(led, job, tz, options)
         if counts is None:
-            counts = load_files(con, [Item(plan, fl.file_id, str(path), comp, lines=lambda: job.scan().lines)],
-                                tz)[fl.file_id]
+            fl, counts = _load_records(led, job, tz, options, fl, lambda f: Item(
+                plan, f.file_id, str(path), comp, lines=lambda: job.scan().lines))
     sc = job.scan()
     con.execute("UPDATE evidence_files SET sha256 = $s, head_sha256 = $h WHERE file_id = $f",
                 {"s": sc.sha, "h": sc.head, "f": fl.file_id})
     return fl.file_id, counts
+
+
+def _load_records(led: Ledger, job: _Job, tz: str, options: dict[str, Any], fl: FileLoad,
+                  item: Callable[[FileLoad], Item], sha: str | None = None) -> tuple[FileLoad, Counts]:
+    """:func:`load_files` of one file; a CSV file the parallel reader refused is read on one thread.
+
+    DuckDB's parallel CSV reader refuses a record with a quoted newline (see
+    :func:`~forensics.sources.gateway.readers.csv_records`); the failed statement aborts the
+    transaction, so the file is registered again and read by the single-threaded reader, which
+    takes more memory (in proportion to the file) but accepts it.
+    """
+    try:
+        return fl, load_files(led.con, [item(fl)], tz)[fl.file_id]
+    except duckdb.Error as exc:  # (a plain duckdb.Error, not an InvalidInputException)
+        if job.plan.sniff.container != "csv" or not refused_quoted_newline(exc):
+            raise
+    led.con.execute("ROLLBACK")
+    led.con.execute("BEGIN TRANSACTION")
+    led.discard([fl.file_id])
+    fl = _begin(led, job, tz, options, sha=sha)
+    return fl, load_files(led.con, [replace(item(fl), one_thread=True)], tz)[fl.file_id]
 
 
 def _header(job: _Job) -> bytes | None:
@@ -659,8 +681,9 @@ def _load_copy(led: Ledger, job: _Job, tz: str, options: dict[str, Any]) -> tupl
             led.discard([fl.file_id])
             fl = _begin(led, job, tz, options, sha=sc.sha)
     if counts is None:
-        counts = load_files(con, [Item(plan, fl.file_id, str(copy.path), "none", lines=lambda: physical)],
-                            tz)[fl.file_id]
+        fl, counts = _load_records(led, job, tz, options, fl,
+                                   lambda f: Item(plan, f.file_id, str(copy.path), "none", lines=lambda: physical),
+                                   sha=sc.sha)
     con.execute("UPDATE evidence_files SET head_sha256 = $h WHERE file_id = $f", {"h": sc.head, "f": fl.file_id})
     shift = job.decision.first_line - 1 - copy.header_lines
     if shift:

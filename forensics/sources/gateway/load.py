@@ -53,6 +53,9 @@ class Item:
     #: the file's :class:`Scan` (sha256, line count, seek points), for the read_json path; a
     #: callable because it may still be running beside the load
     scan: Callable[[], Scan] | None = None
+    #: read a CSV file's records on one thread: the parallel reader refused it for a quoted
+    #: newline (:func:`forensics.sources.gateway.readers.csv_records`)
+    one_thread: bool = False
 
     @property
     def rejects(self) -> str:
@@ -90,7 +93,7 @@ def load_files(con: duckdb.DuckDBPyConnection, items: list[Item], tz: str) -> di
     def insert(positional: bool) -> None:
         source = " UNION ALL ".join(
             f"SELECT {it.file_id} AS fid, rn, line FROM "
-            f"({source_sql(it.plan, it.read_path, it.comp, it.rejects, positional)})"
+            f"({source_sql(it.plan, it.read_path, it.comp, it.rejects, positional, parallel=not it.one_thread)})"
             for it in items
         )
         con.execute(build_insert_sql(plan, read_path=items[0].read_path, comp=items[0].comp,

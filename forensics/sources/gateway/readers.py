@@ -65,19 +65,27 @@ CSV_TOO_MANY = '["csv record", "too many fields"]'
 CSV_TOO_FEW = '["csv record", "too few fields"]'
 
 
-def csv_records(path: str, delim: str, columns: tuple[str, ...], comp: str, rejects: str) -> str:
+def csv_records(path: str, delim: str, columns: tuple[str, ...], comp: str, rejects: str,
+                parallel: bool = True) -> str:
     """SQL of ``(line)`` for a CSV file's records: JSON objects, or a marker for a wrong width.
 
     Read with the header's columns plus :data:`CSV_EXTRA_COLUMN`, short records padded with NULL
     (``null_padding``) and empty fields kept as '' (:data:`CSV_NO_NULL`): a record with more
     fields than the header fills the extra column, one with fewer leaves its last column NULL;
     both become :data:`CSV_TOO_MANY` / :data:`CSV_TOO_FEW` and are rejected. ``strict_mode``
-    stays off: it refuses a whole file whose lines end in both CRLF and LF. The reader runs on
-    one thread: DuckDB's parallel CSV scanner refuses ``null_padding`` beside a quoted newline.
-    Empty fields become NULL in the JSON, as DuckDB's default reading gives them.
+    stays off: it refuses a whole file whose lines end in both CRLF and LF. Empty fields become
+    NULL in the JSON, as DuckDB's default reading gives them.
+
+    The reader is DuckDB's parallel one unless ``parallel`` is False: its single-threaded reader
+    holds memory in proportion to the file (a 1.43 GB LiteLLM export ran out of the 572 MiB load
+    budget, where the parallel reader stays near a bare read). The parallel reader refuses
+    ``null_padding`` beside a quoted newline (:func:`refused_quoted_newline`); such a file is read
+    again on one thread.
 
     Example:
         >>> "null_padding=true" in csv_records("a.csv", ",", ("a", "b"), "none", "r")
+        True
+        >>> "parallel=false" in csv_records("a.csv", ",", ("a", "b"), "none", "r", parallel=False)
         True
     """
     names = [*columns, CSV_EXTRA_COLUMN]
@@ -92,7 +100,22 @@ def csv_records(path: str, delim: str, columns: tuple[str, ...], comp: str, reje
         f"WHEN c.{ident(columns[-1])} IS NULL THEN {lit(CSV_TOO_FEW)} "
         f"ELSE to_json(struct_pack({record})) END AS line "
         f"FROM read_csv({lit(path)}, delim={lit(delim)}, quote='\"', escape='\"', header=true, "
-        f"strict_mode=false, auto_detect=false, columns={cols}, null_padding=true, parallel=false, "
+        f"strict_mode=false, auto_detect=false, columns={cols}, null_padding=true, "
+        f"{'' if parallel else 'parallel=false, '}"
         f"nullstr={lit(CSV_NO_NULL)}, ignore_errors=true, store_rejects=true, rejects_table={lit(rejects)}, "
         f"rejects_scan={lit(rejects + '_scan')}, compression={lit(duck_compression(comp))}) c"
     )
+
+
+def refused_quoted_newline(exc: BaseException) -> bool:
+    """True when DuckDB's parallel CSV reader refused a file for a quoted newline (see :func:`csv_records`).
+
+    It refuses it even with ``ignore_errors``, at the first record that holds one; the file must
+    then be read on one thread.
+
+    Example:
+        >>> refused_quoted_newline(ValueError("The parallel scanner does not support null_padding "
+        ...                                   "in conjunction with quoted new lines."))
+        True
+    """
+    return "null_padding in conjunction with quoted new lines" in str(exc)

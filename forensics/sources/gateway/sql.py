@@ -165,7 +165,8 @@ def zoneless_sql(x: str, n: str | None = None) -> str:
 
 
 
-def source_sql(plan: FilePlan, read_path: str, comp: str, rejects: str, positional: bool = False) -> str:
+def source_sql(plan: FilePlan, read_path: str, comp: str, rejects: str, positional: bool = False,
+               parallel: bool = True) -> str:
     """SQL of the record source ``(rn, line)``.
 
     ``line`` is JSON text for JSON-like containers and the raw line for text. For CSV and line
@@ -173,6 +174,7 @@ def source_sql(plan: FilePlan, read_path: str, comp: str, rejects: str, position
     record, in order: everything but OTLP), ``rn`` is a placeholder 0 and the caller numbers the
     rows by their position once inserted (:func:`number_by_position`): ``row_number() OVER ()``
     runs the whole INSERT on one thread. CSV records are numbered from 2 (the header is line 1).
+    ``parallel`` False reads a CSV file's records on one thread (:func:`csv_records`).
     """
     c = plan.sniff.container
     rn = "0::BIGINT" if positional and not is_otlp(plan) else "row_number() OVER ()"
@@ -211,7 +213,7 @@ def source_sql(plan: FilePlan, read_path: str, comp: str, rejects: str, position
     if c == "text":
         return f"SELECT {rn} AS rn, line FROM {lines_reader(read_path, comp, rejects)}"
     if c == "csv" and plan.sniff.columns:
-        rows = csv_records(read_path, plan.sniff.delim, plan.sniff.columns, comp, rejects)
+        rows = csv_records(read_path, plan.sniff.delim, plan.sniff.columns, comp, rejects, parallel)
         return f"SELECT {rn} AS rn, line FROM ({rows})"
     if c == "csv":
         return (
