@@ -87,3 +87,27 @@ def test_csv_empty_fields_read_as_before(tmp_path: Path) -> None:
     case.ingest_gateway(p, format="litellm")
     assert case.sql("SELECT request_id, tenant_id FROM gateway_requests ORDER BY line_no").fetchall() == [
         ("r-1", None), ("r-2", None)]
+
+
+def test_a_litellm_csv_larger_than_the_memory_limit_loads(tmp_path: Path) -> None:
+    # DuckDB's single-threaded CSV reader held memory in proportion to the file: a 1.43 GB export
+    # ran out of the 572 MiB load budget. 66 MB of records under a 128 MB limit needed more than
+    # 192 MB that way; read in parallel (8 MiB buffers) it needs under 96 MB, whatever the size.
+    # Two threads: the parallel reader's buffers in flight grow with the thread count.
+    p = tmp_path / "SpendLogs.csv"
+    prompt = '"{""messages"": ""' + "x" * 800 + '""}"'
+    n = 70_000
+    with p.open("w") as fh:
+        fh.write(HEADER + "\n")
+        fh.writelines(row(f"r-{i}", prompt, team=f"team-{i % 7}") + "\n" for i in range(n))
+        fh.write(row("r-extra") + ",EXTRA\n")  # line n + 2: rejected whole, under the limit too
+        fh.write(row(f"r-{n - 1}", prompt, team=f"team-{(n - 1) % 7}") + "\n")  # a delivery retry
+    assert p.stat().st_size > 60 << 20
+    case = forensics.open_case(tmp_path / "case.duckdb", memory_limit="128MB", threads=2)
+    f = case.ingest_gateway(p, format="litellm").files[0]
+    assert f.reconciles and not f.warnings, f.warnings
+    assert (f.lines_read, f.rows_loaded, f.rows_rejected, f.rows_duplicate) == (n + 2, n, 1, 1)
+    assert case.sql("SELECT line_no, reason FROM rejected_lines").fetchall() == [
+        (n + 2, "CSV row has too many fields")]
+    assert case.sql("SELECT min(line_no), max(line_no), count(DISTINCT line_no) FROM gateway_requests "
+                    "WHERE NOT is_duplicate").fetchall() == [(2, n + 1, n)]
