@@ -111,3 +111,20 @@ def test_a_litellm_csv_larger_than_the_memory_limit_loads(tmp_path: Path) -> Non
         (n + 2, "CSV row has too many fields")]
     assert case.sql("SELECT min(line_no), max(line_no), count(DISTINCT line_no) FROM gateway_requests "
                     "WHERE NOT is_duplicate").fetchall() == [(2, n + 1, n)]
+
+
+def test_a_grown_csv_whose_new_records_hold_a_quoted_newline_loads_them(tmp_path: Path) -> None:
+    # the new records are read from a private copy; the parallel reader refuses the quoted
+    # newline there too, and the copy is read again on one thread, numbered as the file's lines
+    p = tmp_path / "SpendLogs.csv"
+    p.write_text(HEADER + "\n" + row("r-1") + "\n" + row("r-2") + "\n")
+    case = forensics.open_case(tmp_path / "case.duckdb")
+    case.ingest_gateway(p, format="litellm")
+    with p.open("a") as fh:
+        fh.write(row("r-3", '"{""note"": ""two\nlines""}"') + "\n" + row("r-4") + ",EXTRA\n" + row("r-5") + "\n")
+    f = case.ingest_gateway(p, format="litellm").files[0]
+    assert f.reconciles and (f.lines_read, f.rows_loaded, f.rows_rejected) == (3, 2, 1)
+    assert case.sql("SELECT line_no, request_id FROM gateway_requests WHERE file_id = $f ORDER BY line_no",
+                    {"f": f.file_id}).fetchall() == [(4, "r-3"), (7, "r-5")]
+    assert case.sql("SELECT line_no, reason FROM rejected_lines").fetchall() == [(6, "CSV row has too many fields")]
+    assert case.sql("SELECT count(*) FROM evidence_files").fetchall() == [(2,)]
