@@ -329,7 +329,7 @@ class Scanner:
         for name, c in (("rid", xr.C_RID), ("bootstrap_host", xr.C_HOST), ("header_request_id", xr.C_HEADER_ID),
                         ("finish_type", xr.C_FTYPE), ("finish_message", xr.C_FMSG),
                         ("e2e_latency", xr.C_E2E)):  # e2e_latency: cast by DuckDB
-            cols[name] = to_strings(buf, r.starts[c], r.ends[c])
+            cols[name] = r.texts[c]
         for k, (name, c) in enumerate(zip(_REQUEST_INTS, xr.INT_COLS, strict=True)):
             cols[name] = int_array(self.con, buf, r.starts[c], r.ends[c], r.ints[k], r.states[k],
                                    _REQUEST_TYPES[name])
