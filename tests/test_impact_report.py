@@ -68,6 +68,48 @@ def test_report_sources_are_other_tenants_only() -> None:
     assert _summary(impact_report(other))["Tenants whose data may have been exposed"].startswith("1 (1 source requests")
 
 
+def _limit(case: Case) -> str:
+    return str(case.sql("SELECT current_setting('memory_limit')").fetchall()[0][0])
+
+
+@pytest.mark.parametrize(
+    ("query_limit", "during", "fails"),
+    [
+        ("2GiB", "610.3 MiB", False),  # lowered: cached table blocks do not pile up from query to query
+        ("2GiB", "610.3 MiB", True),  # and back after an error
+        ("256MiB", "256.0 MiB", False),  # a lower limit of the case stays
+    ],
+)
+def test_report_queries_run_under_the_report_budget_and_the_case_limit_comes_back(
+    monkeypatch: pytest.MonkeyPatch, query_limit: str, during: str, fails: bool
+) -> None:
+    """A 1 M-request report peaked at 1.1-1.2 GiB under the 2 GB query limit (benchmarks/RESULTS.md)."""
+    from forensics import analysis
+    from forensics.errors import CaseError
+
+    case = build(Fleet(), Request("x", 10, 700_000, rejected=True))
+    case.query_memory_limit = query_limit
+    case.con.execute(f"SET memory_limit = '{query_limit}'")
+    after = _limit(case)
+    seen: list[str] = []
+    real = analysis.affected_requests
+
+    def spy(c: Case, **kw: Any) -> Any:
+        seen.append(_limit(c))
+        if fails:
+            raise CaseError("the case lacks what the report needs")
+        return real(c, **kw)
+
+    monkeypatch.setattr(analysis, "affected_requests", spy)
+    if fails:
+        with pytest.raises(CaseError):
+            report_data(case)
+    else:
+        assert report_data(case).numbers["n_confirmed"] == 1
+    assert seen and set(seen) == {during}
+    assert _limit(case) == after
+
+
 @pytest.mark.golden
 def test_impact_report_matches_golden(sample_case: Case, golden: GoldenCheck) -> None:
     golden("impact_report.md", impact_report(sample_case))
