@@ -15,8 +15,10 @@ Every file goes through the evidence ledger (:mod:`forensics.sources.ledger`), i
 An ingest killed at any point leaves only 'loading' rows, which the next one rolls back and reads
 again; ``engine_starts`` is rebuilt (:mod:`.starts`) for every node marked stale, in the
 transaction that clears the marks. Reading and decompressing runs in threads while DuckDB inserts
-(numba's scanner, ISA-L, hashlib and DuckDB all release the GIL), and each file's sha256 is
-computed ahead in another thread.
+(numba's scanner, ISA-L, hashlib and DuckDB all release the GIL), the next blocks of a file are
+prepared (:meth:`.Scanner.prepare`) on other threads while its reading thread finishes the blocks
+in file order (:meth:`.Scanner.finish`), and each file's sha256 is computed ahead in another
+thread.
 
 Example:
     >>> from forensics.case import open_case
@@ -29,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime as dt
 import hashlib
@@ -39,7 +42,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +54,7 @@ from forensics.sources.collect import ReadResult, read_lines
 from forensics.sources.collect.layout import METRICS_RE, EngineSource, NodeRule, resolve_sources
 from forensics.sources.engine.catalogue import catalogue
 from forensics.sources.engine.prefix import NO_TS
-from forensics.sources.engine.scan import Scanned, Scanner
+from forensics.sources.engine.scan import Prepared, Scanned, Scanner
 from forensics.sources.engine.sql import MACROS
 from forensics.sources.engine.starts import rebuild_starts
 from forensics.sources.engine.timeinfer import Carry, LocalToUtc
@@ -106,6 +109,12 @@ TABLES = ("engine_batches", "engine_requests", "engine_rejections", "engine_even
 
 #: Blocks read per file (decompressed bytes).
 BLOCK_BYTES = 16 << 20
+#: Threads preparing a file's blocks (:meth:`Scanner.prepare`: repairs, prefixes, kinds, the bulk
+#: kinds' columns), which is also how many blocks are prepared ahead of the one being finished
+#: (:meth:`Scanner.finish`, in file order, on the file's reading thread). One file is otherwise
+#: scanned by one thread, and a node's big rotated file held the wall; 0 scans on the reading
+#: thread alone.
+PREPARE_WORKERS = 2
 
 
 def _file_hour(src: EngineSource, tz: str) -> dt.datetime | None:
@@ -324,13 +333,14 @@ def ingest_engine(
 
 def _reserve(segment_bytes: int, chunk_bytes: int) -> int:
     """Bytes the engine load holds outside DuckDB: the segments being filled, the blocks being read
-    and scanned (a block, the next one decompressed, the scanner's arrays over it), the interpreter.
+    and scanned (a block, the next one decompressed, the scanner's arrays over it, the blocks
+    prepared ahead), the interpreter.
 
     Example:
         >>> _reserve(32 << 20, 16 << 20) >> 20
-        336
+        368
     """
-    return FILES_IN_FLIGHT * (segment_bytes + 3 * chunk_bytes) + INTERPRETER_BYTES
+    return FILES_IN_FLIGHT * (segment_bytes + (3 + PREPARE_WORKERS) * chunk_bytes) + INTERPRETER_BYTES
 
 
 def _head_sha(snap: Snapshot) -> str:
@@ -416,22 +426,47 @@ class _Job:
                                      "fixed_node": src.fixed_node})
         file_pod = src.pod or src.node
         last: LineBatch | None = None
-        for b in reader:
-            if not b.collector_exact:
-                # zone-less collector times (RFC 3164 syslog) were converted with --engine-tz itself:
-                # they fill lines without a time but cannot check (or derive) the engine's zone
-                self.collector_inexact = True
-            if b.phys_lines or b.rejected:
-                last = b
-            if b.rejected:
-                self.rejected.extend(b.rejected)
-            if not len(b):
-                continue
-            for node, pod, part in _by_pod(b, src, file_pod):
-                out = self.scanner(node, pod).scan(part, exact_collector=not self.collector_inexact)
-                if out.last_kind is not None and (self.last_kind is None or out.last_kind[0] > self.last_kind[0]):
-                    self.last_kind = out.last_kind
-                yield node, pod, out
+        workers = PREPARE_WORKERS
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="engine-prepare") if workers else None
+        # blocks being prepared, oldest first (finished in this order: file order)
+        ahead: collections.deque[tuple[str, str, Scanner, Future[Prepared]]] = collections.deque()
+
+        def finished(node: str, pod: str, sc: Scanner, prep: Prepared) -> tuple[str, str, Scanned]:
+            out = sc.finish(prep)
+            if out.last_kind is not None and (self.last_kind is None or out.last_kind[0] > self.last_kind[0]):
+                self.last_kind = out.last_kind
+            return node, pod, out
+
+        try:
+            for b in reader:
+                if not b.collector_exact:
+                    # zone-less collector times (RFC 3164 syslog) were converted with --engine-tz itself:
+                    # they fill lines without a time but cannot check (or derive) the engine's zone
+                    self.collector_inexact = True
+                if b.phys_lines or b.rejected:
+                    last = b
+                if b.rejected:
+                    self.rejected.extend(b.rejected)
+                if not len(b):
+                    continue
+                for node, pod, part in _by_pod(b, src, file_pod):
+                    sc = self.scanner(node, pod)
+                    exact = not self.collector_inexact
+                    if pool is None:
+                        yield finished(node, pod, sc, sc.prepare(part, exact_collector=exact))
+                        continue
+                    if sc.prep_con is sc.con:
+                        sc.prep_con = sc.con.cursor()
+                    ahead.append((node, pod, sc, pool.submit(sc.prepare, part, exact_collector=exact)))
+                    while len(ahead) > workers:
+                        node0, pod0, sc0, fut = ahead.popleft()
+                        yield finished(node0, pod0, sc0, fut.result())
+            while ahead:
+                node0, pod0, sc0, fut = ahead.popleft()
+                yield finished(node0, pod0, sc0, fut.result())
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
         res = self.result = reader.result
         self._resume_point(res, last)
         for (node, pod), sc in self.scanners.items():

@@ -7,6 +7,10 @@ columns are the table's, minus ``node`` and ``file_id`` (constant, added by the 
 text is kept except what a table stores by design (batch messages, other lines' redacted text);
 prompt and output text never leave the scanner.
 
+A block is scanned in two steps: :meth:`Scanner.prepare` needs the block alone (so blocks may be
+prepared on several threads at once), :meth:`Scanner.finish` takes the blocks in file order with
+what they carry from one to the next (dates, the last timed line, a router error's wrapped line).
+
 Example:
     >>> import duckdb
     >>> from forensics.sources.lines import LineBatch
@@ -21,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,6 +137,9 @@ class Scanner:
     def __init__(self, con: duckdb.DuckDBPyConnection, *, tz: str, metrics: bool = False,
                  cat: Catalogue | None = None, to_utc: LocalToUtc | None = None) -> None:
         self.con = con
+        #: the connection of :meth:`prepare`'s casts (its own cursor when blocks are prepared on
+        #: other threads: a DuckDB connection serves one thread at a time)
+        self.prep_con = con
         self.tz = tz
         self.metrics = metrics
         self.cat = cat or catalogue()
@@ -155,14 +163,20 @@ class Scanner:
     def scan(self, batch: LineBatch, *, exact_collector: bool = True) -> Scanned:
         """Scan one block (lines in file order); ``exact_collector``: its collector times are UTC
         instants that may check the engine's zone (not zone-less syslog times)."""
-        out = Scanned()
+        return self.finish(self.prepare(batch, exact_collector=exact_collector))
+
+    def prepare(self, batch: LineBatch, *, exact_collector: bool = True) -> Prepared:
+        """The part of :meth:`scan` that depends on the block alone: repairs, prefixes, kinds and
+        the bulk kinds' columns (all but their times). It reads no state the blocks carry, so the
+        blocks of a file may be prepared on several threads at once (the compiled stages release
+        the GIL); :meth:`finish` must then take them in file order."""
         n = len(batch)
+        prep = Prepared(batch=batch, exact_collector=exact_collector)
         if n == 0:
-            return out
-        batch = repair(batch, self.repairs)  # invalid UTF-8 -> U+FFFD, ANSI codes removed (counted)
-        batch = _read_only(batch)
-        buf = batch.buf
-        pfx = scan_prefixes(batch)
+            return prep
+        batch = prep.batch = repair(batch, prep.repairs)  # invalid UTF-8 -> U+FFFD, ANSI codes removed (counted)
+        batch = prep.batch = _read_only(batch)
+        pfx = prep.pfx = scan_prefixes(batch)
         if self.metrics:
             kinds = np.where(batch.ends == batch.starts, self._idx["blank"], self._idx["req_metrics"])
             kinds = kinds.astype(np.int32)
@@ -172,6 +186,34 @@ class Scanner:
             kinds = classify(batch, pfx, self.cat)
             pkind = pfx.kind
             pfx_msg = pfx.msg_start
+        prep.kinds, prep.pkind, prep.msg = kinds, pkind, pfx_msg
+        uniq, cnt = np.unique(kinds, return_counts=True)
+        prep.uniq, prep.cnt = uniq.tolist(), cnt.tolist()
+        prep.by_kind = {int(k): np.flatnonzero(kinds == k) for k in prep.uniq} if len(uniq) > 1 else \
+            {int(uniq[0]): np.arange(n)}
+        ctx = _Ctx(batch, batch.buf, pfx_msg, pkind, pfx, None, None, None, kinds)
+        for k, rows in prep.by_kind.items():
+            kind = self.cat.kinds[k]
+            body = self._body(kind, rows, ctx)
+            if body is not None:
+                prep.bodies[k] = body
+        return prep
+
+    def finish(self, prep: Prepared) -> Scanned:
+        """The rest of :meth:`scan`, in file order: what the blocks carry (the date reached by
+        time-only lines, the zone samples, the last timed line, a router error waiting for its
+        continuation), the times, the rare kinds and the tables."""
+        out = Scanned()
+        batch = prep.batch
+        n = len(batch)
+        if n == 0:
+            return out
+        exact_collector = prep.exact_collector
+        self.repairs.bad_utf8_count += prep.repairs.bad_utf8_count
+        self.repairs.bad_utf8_lines.extend(prep.repairs.bad_utf8_lines[: 5 - len(self.repairs.bad_utf8_lines)])
+        buf = batch.buf
+        pfx = prep.pfx
+        kinds, pkind, pfx_msg = prep.kinds, prep.pkind, prep.msg
         eng = pkind == P_ENGINE
         collector = pfx.collector_us if batch.collector_us is None else np.where(
             pfx.collector_us != NO_TS, pfx.collector_us, batch.collector_us)
@@ -198,15 +240,13 @@ class Scanner:
         if self._pd_pending is not None:
             self._finish_pd(out, batch, pfx_msg, kinds, pkind, 0)
         out.sglang_lines = int(np.count_nonzero(pkind != P_NONE))
-        uniq, cnt = np.unique(kinds, return_counts=True)
         names = self.cat.names
-        for k, c in zip(uniq.tolist(), cnt.tolist(), strict=True):
+        for k, c in zip(prep.uniq, prep.cnt, strict=True):
             out.counts[names[k] if k >= 0 else "unrecognised"] += c
         k_last = int(kinds[-1])
         out.last_kind = (int(batch.line_no[-1]), names[k_last] if k_last >= 0 else "unrecognised")
         ctx = _Ctx(batch, buf, pfx_msg, pkind, pfx, ts, inferred, attached, kinds)
-        by_kind = {int(k): np.flatnonzero(kinds == k) for k in uniq.tolist()} if len(uniq) > 1 else \
-            {int(uniq[0]): np.arange(n)}
+        by_kind = prep.by_kind
         parts: dict[str, list[pa.Table]] = {}
         startup: list[tuple[np.ndarray, Kind]] = []
         for k, rows in by_kind.items():
@@ -219,7 +259,10 @@ class Scanner:
                 out.sglang_lines += int(np.count_nonzero(pkind[rows] == P_NONE))
             if kind.extractor == "startup":
                 startup.append((rows, kind))  # one SQL pass for every startup kind of the block
-            for table, t in self._extract(kind, rows, ctx, out):
+            body = prep.bodies.get(k)
+            extracted = self._extract(kind, rows, ctx, out) if body is None else \
+                [(body[0], body[2]({**self._common(ctx, rows), **body[1]}, rows.shape[0]))]
+            for table, t in extracted:
                 parts.setdefault(table, []).append(t)
         if startup:
             parts.setdefault("engine_startup_facts", []).append(self._facts(ctx, startup))
@@ -264,16 +307,21 @@ class Scanner:
     def _msgs(self, ctx: _Ctx, rows: np.ndarray) -> list[str]:
         return [ctx.buf[ctx.msg[i] : ctx.batch.ends[i]].tobytes().decode("utf-8") for i in rows.tolist()]
 
-    def _extract(self, kind: Kind, rows: np.ndarray, ctx: _Ctx, out: Scanned) -> list[tuple[str, pa.Table]]:
+    def _body(self, kind: Kind, rows: np.ndarray, ctx: _Ctx) -> _Body | None:
+        """A bulk kind's columns but its times (table, columns, assembly), None for the other kinds."""
         ex = kind.extractor
         if ex == "batch":
-            return [("engine_batches", self._batches(ctx, rows))]
+            return "engine_batches", self._batches(ctx, rows), _plain_table
         if ex == "http":
-            return [("engine_http", self._http(ctx, rows))]
+            return "engine_http", self._http(ctx, rows), _plain_table
         if ex == "request_repr":
-            return [("engine_requests", self._requests(ctx, rows, kind.stored_kind == "finished"))]
+            return "engine_requests", self._requests(ctx, rows, kind.stored_kind == "finished"), _request_table
         if ex == "router_request":
-            return [("router_requests", self._router(ctx, rows))]
+            return "router_requests", self._router(ctx, rows), _plain_table
+        return None
+
+    def _extract(self, kind: Kind, rows: np.ndarray, ctx: _Ctx, out: Scanned) -> list[tuple[str, pa.Table]]:
+        ex = kind.extractor
         if ex == "router_pd_error":
             return self._router_pd(ctx, rows, out)
         if ex == "request_json":
@@ -288,18 +336,18 @@ class Scanner:
 
     # -- bulk kinds (compiled extractors) ----------------------------------------------------------
 
-    def _batches(self, ctx: _Ctx, rows: np.ndarray) -> pa.Table:
+    def _batches(self, ctx: _Ctx, rows: np.ndarray) -> dict[str, pa.Array]:
         buf = ctx.buf
         s = ctx.msg[rows]
         e = ctx.batch.ends[rows]
         r = xb.scan_batches(buf, s, e)
-        cols = self._common(ctx, rows)
+        cols: dict[str, pa.Array] = {}
         cols["ranks"] = self._ranks(ctx, rows)
         cols["kind"] = _BATCH_KINDS.take(pa.array(r.is_prefill.view(np.int8)))
         cols["iter"] = pa.array(r.iter_val, mask=r.iter_state != INT_OK)
         for k, (name, slot) in enumerate(zip(("new_seq", "new_token", "cached_token", "num_token", "running_req",
                                               "queue_req"), xb.INT_KEYS, strict=True)):
-            cols[name] = int_array(self.con, buf, r.spans[:, slot, 0], r.spans[:, slot, 1], r.ints[k], r.states[k])
+            cols[name] = int_array(self.prep_con, buf, r.spans[:, slot, 0], r.spans[:, slot, 1], r.ints[k], r.states[k])
         for name, first, second in (("token_usage", xb.K_USAGE, xb.K_FULL_USAGE),
                                     ("throughput", xb.K_IN_TPUT, xb.K_GEN_TPUT)):
             use1 = r.spans[:, first, 0] >= 0
@@ -308,51 +356,52 @@ class Scanner:
             cols[name] = to_strings(buf, a, b)  # cast by DuckDB (TRY_CAST ... AS DOUBLE)
         cols.update(self._tail(ctx, rows))
         cols["fields_raw"] = to_strings(buf, s, e)
-        return pa.table(cols)
+        return cols
 
-    def _http(self, ctx: _Ctx, rows: np.ndarray) -> pa.Table:
+    def _http(self, ctx: _Ctx, rows: np.ndarray) -> dict[str, pa.Array]:
         buf = ctx.buf
         sp = xh.scan_http(buf, ctx.msg[rows], ctx.batch.ends[rows])
-        cols = self._common(ctx, rows)
+        cols: dict[str, pa.Array] = {}
         for name, f in (("client", 0), ("method", 1), ("path", 2), ("http_version", 3)):
             cols[name] = to_strings(buf, sp[:, f, 0], sp[:, f, 1])
         v, st = parse_ints(buf, sp[:, 4, 0], sp[:, 4, 1])
-        cols["status"] = int_array(self.con, buf, sp[:, 4, 0], sp[:, 4, 1], v, st, pa.int32())
+        cols["status"] = int_array(self.prep_con, buf, sp[:, 4, 0], sp[:, 4, 1], v, st, pa.int32())
         cols.update(self._tail(ctx, rows))
-        return pa.table(cols)
+        return cols
 
-    def _requests(self, ctx: _Ctx, rows: np.ndarray, finished: bool) -> pa.Table:
+    def _requests(self, ctx: _Ctx, rows: np.ndarray, finished: bool) -> dict[str, pa.Array]:
         buf = ctx.buf
         r = xr.scan_requests(buf, ctx.msg[rows], ctx.batch.ends[rows], finished=finished)
-        cols = self._common(ctx, rows)
+        cols: dict[str, pa.Array] = {}
         cols["kind"] = _repeat("finished" if finished else "received", rows.shape[0])
         for name, c in (("rid", xr.C_RID), ("bootstrap_host", xr.C_HOST), ("header_request_id", xr.C_HEADER_ID),
                         ("finish_type", xr.C_FTYPE), ("finish_message", xr.C_FMSG),
                         ("e2e_latency", xr.C_E2E)):  # e2e_latency: cast by DuckDB
             cols[name] = r.texts[c]
         for k, (name, c) in enumerate(zip(_REQUEST_INTS, xr.INT_COLS, strict=True)):
-            cols[name] = int_array(self.con, buf, r.starts[c], r.ends[c], r.ints[k], r.states[k],
+            cols[name] = int_array(self.prep_con, buf, r.starts[c], r.ends[c], r.ints[k], r.states[k],
                                    _REQUEST_TYPES[name])
         cols["stream"] = pa.array(r.stream == 1, mask=r.stream < 0)
         cols.update(self._tail(ctx, rows))
-        return _request_table(cols, rows.shape[0])
+        return cols
 
-    def _router(self, ctx: _Ctx, rows: np.ndarray) -> pa.Table:
+    def _router(self, ctx: _Ctx, rows: np.ndarray) -> dict[str, pa.Array]:
         buf = ctx.buf
         sp, lat, lat_ok = xh.scan_router(buf, ctx.msg[rows], ctx.batch.ends[rows])
-        cols = self._common(ctx, rows)
+        cols: dict[str, pa.Array] = {}
         lv = ctx.pfx.level[rows]
         cols["level"] = pa.array([LEVELS[x - 1] if x > 0 else None for x in lv.tolist()], type=pa.string())
         cols["request_id"] = to_strings(buf, sp[:, xh.R_REQUEST_ID, 0], sp[:, xh.R_REQUEST_ID, 1])
         cols["method"] = to_strings(buf, sp[:, xh.R_METHOD, 0], sp[:, xh.R_METHOD, 1])
         cols["uri"] = to_strings(buf, sp[:, xh.R_URI, 0], sp[:, xh.R_URI, 1])
         v, st = parse_ints(buf, sp[:, xh.R_STATUS, 0], sp[:, xh.R_STATUS, 1])
-        cols["status"] = int_array(self.con, buf, sp[:, xh.R_STATUS, 0], sp[:, xh.R_STATUS, 1], v, st, pa.int32())
+        cols["status"] = int_array(self.prep_con, buf, sp[:, xh.R_STATUS, 0], sp[:, xh.R_STATUS, 1], v, st,
+                                   pa.int32())
         cols["latency_us"] = pa.array(lat, mask=~lat_ok)
         cols["target"] = to_strings(buf, sp[:, xh.R_TARGET, 0], sp[:, xh.R_TARGET, 1])
         cols["message"] = cap_text(to_strings(buf, sp[:, xh.R_MESSAGE, 0], sp[:, xh.R_MESSAGE, 1]))
         cols.update(self._tail(ctx, rows))
-        return pa.table(cols)
+        return cols
 
     # -- rare kinds ---------------------------------------------------------------------------------
 
@@ -517,10 +566,37 @@ class _Ctx:
     msg: np.ndarray
     pkind: np.ndarray
     pfx: Any
-    ts: np.ndarray
-    inferred: np.ndarray
-    attached: np.ndarray
+    #: the times (None while a block is prepared: only :meth:`Scanner.finish` has them)
+    ts: Any
+    inferred: Any
+    attached: Any
     kinds: np.ndarray
+
+
+#: A bulk kind's prepared part: its table, its columns but the times, and how they are assembled.
+_Body = tuple[str, dict[str, pa.Array], Callable[[dict[str, pa.Array], int], pa.Table]]
+
+
+def _plain_table(cols: dict[str, pa.Array], n: int) -> pa.Table:
+    return pa.table(cols)
+
+
+@dataclass
+class Prepared:
+    """A block after :meth:`Scanner.prepare`: what its lines are, before what the blocks carry."""
+
+    batch: LineBatch
+    exact_collector: bool = True
+    repairs: Repairs = field(default_factory=Repairs)
+    pfx: Any = None
+    kinds: Any = None
+    pkind: Any = None
+    msg: Any = None
+    uniq: list[int] = field(default_factory=list)
+    cnt: list[int] = field(default_factory=list)
+    by_kind: dict[int, np.ndarray] = field(default_factory=dict)
+    #: the bulk kinds' columns (by kind index)
+    bodies: dict[int, _Body] = field(default_factory=dict)
 
 
 _REQUEST_COLS = ("ts", "ts_inferred", "kind", "rid", "bootstrap_host", "bootstrap_port", "bootstrap_room", "stream",
