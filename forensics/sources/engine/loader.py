@@ -42,6 +42,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -388,6 +389,8 @@ class _Job:
     open_tail: bool = False
     #: (line_no, kind) of the last line read (uncounted in engine_line_kinds if a grown version re-reads it)
     last_kind: tuple[int, str] | None = None
+    #: the threads preparing blocks (:func:`_run`'s, for all its files); None: scanned serially
+    prepare_pool: ThreadPoolExecutor | None = None
 
     @property
     def decision(self) -> Decision:
@@ -426,8 +429,8 @@ class _Job:
                                      "fixed_node": src.fixed_node})
         file_pod = src.pod or src.node
         last: LineBatch | None = None
-        workers = PREPARE_WORKERS
-        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="engine-prepare") if workers else None
+        pool = self.prepare_pool
+        workers = PREPARE_WORKERS if pool is not None else 0
         # blocks being prepared, oldest first (finished in this order: file order)
         ahead: collections.deque[tuple[str, str, Scanner, Future[Prepared]]] = collections.deque()
 
@@ -465,8 +468,10 @@ class _Job:
                 node0, pod0, sc0, fut = ahead.popleft()
                 yield finished(node0, pod0, sc0, fut.result())
         finally:
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
+            # a block still being prepared when the file stops (an error, Ctrl-C) is waited for
+            for *_, fut in ahead:
+                fut.cancel()
+            futures.wait([fut for *_, fut in ahead])
         res = self.result = reader.result
         self._resume_point(res, last)
         for (node, pod), sc in self.scanners.items():
@@ -572,6 +577,11 @@ def _run(jobs: list[_Job], segment_bytes: int) -> Iterator[_Job]:
     """
     q: queue.Queue[tuple[int, Any]] = queue.Queue(maxsize=2 * FILES_IN_FLIGHT)
     stop = threading.Event()
+    # one pool of prepare threads for every file of the load (threads are not made per file)
+    pool = ThreadPoolExecutor(max_workers=PREPARE_WORKERS, thread_name_prefix="engine-prepare") \
+        if PREPARE_WORKERS else None
+    for j in jobs:
+        j.prepare_pool = pool
 
     def work(i: int) -> None:
         try:
@@ -637,6 +647,8 @@ def _run(jobs: list[_Job], segment_bytes: int) -> Iterator[_Job]:
                 with contextlib.suppress(queue.Empty):
                     q.get(timeout=0.05)
             t.join()
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _absorb(job: _Job, node: str, pod: str, out: Scanned) -> None:
