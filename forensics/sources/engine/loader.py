@@ -112,10 +112,11 @@ TABLES = ("engine_batches", "engine_requests", "engine_rejections", "engine_even
 BLOCK_BYTES = 16 << 20
 #: Threads preparing a file's blocks (:meth:`Scanner.prepare`: repairs, prefixes, kinds, the bulk
 #: kinds' columns), which is also how many blocks are prepared ahead of the one being finished
-#: (:meth:`Scanner.finish`, in file order, on the file's reading thread). One file is otherwise
-#: scanned by one thread, and a node's big rotated file held the wall; 0 scans on the reading
-#: thread alone.
-PREPARE_WORKERS = 2
+#: (:meth:`Scanner.finish`, in file order, on the file's reading thread); 0 scans on the reading
+#: thread alone. One: a node's wall 13.4 -> 12.0 s, the 1 M set's peak RSS 1,019 -> 1,010 MiB.
+#: Two gave 10.3 s, but the 1 M set peaked at 1,434-1,524 MiB (growing file after file, cause
+#: not found yet), over the 1 GiB budget (measured, load < 2.5).
+PREPARE_WORKERS = 1
 
 
 def _file_hour(src: EngineSource, tz: str) -> dt.datetime | None:
@@ -339,7 +340,7 @@ def _reserve(segment_bytes: int, chunk_bytes: int) -> int:
 
     Example:
         >>> _reserve(32 << 20, 16 << 20) >> 20
-        368
+        352
     """
     return FILES_IN_FLIGHT * (segment_bytes + (3 + PREPARE_WORKERS) * chunk_bytes) + INTERPRETER_BYTES
 
@@ -472,6 +473,10 @@ class _Job:
             for *_, fut in ahead:
                 fut.cancel()
             futures.wait([fut for *_, fut in ahead])
+            for sc in self.scanners.values():
+                if sc.prep_con is not sc.con:
+                    sc.prep_con.close()
+                    sc.prep_con = sc.con
         res = self.result = reader.result
         self._resume_point(res, last)
         for (node, pod), sc in self.scanners.items():
