@@ -8,7 +8,9 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
+import threading
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,18 @@ _COL_KEYS = {"field", "fields", "regex", "group", "map", "default", "unit", "for
 
 _GATEWAY_KEYS = ("name", "layer", "description", "container", "line_regex", "tz", "required", "signature", "keep",
                  "keep_reason")
+
+
+@functools.cache
+def _parser() -> Any:
+    # one in-memory database for every check of the process: a new one costs ~40 ms, ten checks
+    # (the shipped presets, at import) half a second of every command's start
+    import duckdb
+
+    return duckdb.connect()
+
+
+_PARSER_LOCK = threading.Lock()
 
 
 def check_sql(expr: str, where: str, what: str) -> None:
@@ -37,18 +51,17 @@ def check_sql(expr: str, where: str, what: str) -> None:
     """
     import json
 
-    import duckdb
-
     refs = sorted(set(re.findall(r"\{f:([^}]+)\}", expr)))
     body = re.sub(r"\{f:([^}]+)\}", lambda m: f"f{refs.index(m.group(1))}", expr).replace("{v}", "v")
     hint = "use {v}, {f:<field>}, functions and operators"
     if ";" in body or "{" in body or "}" in body:
         raise MappingError(f"{what} must be one expression over the record's fields", where=where, hint=hint)
-    con = duckdb.connect()
-    try:
-        tree = json.loads(con.execute("SELECT json_serialize_sql($q)", {"q": f"SELECT ({body}) FROM t"}).fetchall()[0][0])
-    finally:
-        con.close()
+    with _PARSER_LOCK:
+        con = _parser().cursor()
+        try:
+            tree = json.loads(con.execute("SELECT json_serialize_sql($q)", {"q": f"SELECT ({body}) FROM t"}).fetchall()[0][0])
+        finally:
+            con.close()
     if tree.get("error") or len(tree.get("statements", [])) != 1:
         raise MappingError(f"{what} is not valid SQL: {tree.get('error_message', 'several statements')}",
                            where=where, hint=hint)
