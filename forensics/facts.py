@@ -197,12 +197,12 @@ def _keys(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     Delivery-retry duplicates are flagged in place (gateway_requests.is_duplicate), so their count
     is one of gateway_requests' counts.
     """
-    sources = _sources()
-    counts = ", ".join(f"(SELECT count(*) FROM {t})" for t in sources)
-    dup = "(SELECT count(*) FROM gateway_requests WHERE is_duplicate)"
-    row = con.execute(f"SELECT {counts}, {dup}").fetchall()[0]
-    rows = dict(zip(sources, (str(n) for n in row), strict=False))
-    rows["gateway_requests"] = f"{rows['gateway_requests']} ({row[-1]} duplicates)"
+    # one UNION ALL, not one SELECT of ten scalar subqueries: DuckDB plans that in ~50 ms against
+    # ~3 ms, and this runs before every query (the freshness check)
+    counts = [f"SELECT '{t}', count(*) FROM {t}" for t in _sources()]
+    counts.append("SELECT 'duplicates', count(*) FROM gateway_requests WHERE is_duplicate")
+    rows = {str(t): str(n) for t, n in con.execute(" UNION ALL ".join(counts)).fetchall()}
+    rows["gateway_requests"] = f"{rows['gateway_requests']} ({rows.pop('duplicates')} duplicates)"
     return {
         name: f"forensics {__version__}; facts {_code(name)}; rows "
               + ", ".join(f"{t} {rows[t]}" for t in fact_sources(name))
