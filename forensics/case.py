@@ -426,12 +426,41 @@ class Case:
             ...     case.sql("SELECT current_setting('memory_limit')").fetchall()
             [('448.0 MiB',)]
         """
-        try:
-            self.con.execute(f"SET memory_limit = '{self.memory_limit}'")
+        with self._memory_limit(self.memory_limit):
             if reserve_bytes:
                 budget = memory_limit_bytes(self.con)
                 if budget is not None and budget >= 2 * reserve_bytes:
                     self.con.execute(f"SET memory_limit = '{budget - reserve_bytes}b'")
+            yield
+
+    @contextlib.contextmanager
+    def capped(self, limit_bytes: int) -> Iterator[None]:
+        """Run queries under at most ``limit_bytes`` of DuckDB memory (a lower query limit stays).
+
+        The limit goes back to ``query_memory_limit`` afterwards, also after an error. Lowering it
+        also evicts what DuckDB caches above it, so what runs inside starts small too.
+
+        Example:
+            >>> case = open_case(":memory:", query_memory_limit="2GiB")
+            >>> with case.capped(640_000_000):
+            ...     case.sql("SELECT current_setting('memory_limit')").fetchall()
+            [('610.3 MiB',)]
+            >>> case.sql("SELECT current_setting('memory_limit')").fetchall()
+            [('2.0 GiB',)]
+        """
+        current = memory_limit_bytes(self.con)
+        if current is not None and current <= limit_bytes:
+            yield
+            return
+        with self._memory_limit(f"{int(limit_bytes)}b"):
+            yield
+
+    @contextlib.contextmanager
+    def _memory_limit(self, limit: str) -> Iterator[None]:
+        # the one place a budget is set and given back: loads and capped queries alike end on the
+        # query limit, whatever raised inside
+        try:
+            self.con.execute(f"SET memory_limit = '{limit}'")
             yield
         finally:
             self.con.execute(f"SET memory_limit = '{self.query_memory_limit}'")

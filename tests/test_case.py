@@ -138,6 +138,26 @@ def test_loads_run_under_the_load_budget_and_queries_under_the_query_limit(
     assert _limit(case) == after
 
 
+@pytest.mark.parametrize(
+    ("query", "cap", "during"),
+    [
+        ("2GiB", 640_000_000, "610.3 MiB"),  # the report's budget under a larger query limit
+        ("256MiB", 640_000_000, "256.0 MiB"),  # a lower case limit stays
+    ],
+)
+def test_capped_queries_run_under_the_lower_limit_and_the_query_limit_comes_back(
+    query: str, cap: int, during: str
+) -> None:
+    case = open_case(":memory:", query_memory_limit=query)
+    after = _limit(case)
+    with case.capped(cap):
+        assert _limit(case) == during
+    assert _limit(case) == after
+    with pytest.raises(RuntimeError), case.capped(cap):
+        raise RuntimeError("a report query failed")
+    assert _limit(case) == after
+
+
 def test_gateway_ingest_runs_under_the_load_budget_less_its_own_reserve(monkeypatch: pytest.MonkeyPatch) -> None:
     from forensics.sources import gateway
     from forensics.sources.gateway import ingest

@@ -32,7 +32,7 @@ from typing import Any
 import pandas as pd
 
 from forensics import __version__, analysis
-from forensics.case import Case, as_case, memory_limit_bytes
+from forensics.case import Case, as_case
 from forensics.errors import CaseError
 from forensics.kinds import ANSWER_VERDICTS, AnswerVerdict, member
 from forensics.outputs.escape import md_text
@@ -201,16 +201,8 @@ def report_budget(c: Case) -> Iterator[None]:
         [('2.0 GiB',)]
     """
     c.ensure_facts()
-    current = memory_limit_bytes(c.con)
-    if current is not None and current <= REPORT_MEMORY_LIMIT_BYTES:
+    with c.capped(REPORT_MEMORY_LIMIT_BYTES):
         yield
-        return
-    try:
-        # lowering the limit also evicts what is cached above it: the report starts small too
-        c.con.execute(f"SET memory_limit = '{REPORT_MEMORY_LIMIT_BYTES}b'")
-        yield
-    finally:
-        c.con.execute(f"SET memory_limit = '{c.query_memory_limit}'")
 
 
 def report_data(
