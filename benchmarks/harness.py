@@ -96,6 +96,9 @@ class Options:
     src: Path | None = None
     #: step groups per scale label (``--scale 6m:gateway``); scales not listed run ``groups``
     scale_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the analysis functions measured one per process (``--each``; None: every one found);
+    #: ``analysis:all`` runs every function found either way
+    each: tuple[str, ...] | None = None
 
     def groups_for(self, label: str) -> tuple[str, ...]:
         """The step groups to run at one scale."""
@@ -151,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="generator seed")
     p.add_argument("--steps", default=",".join(STEP_GROUPS),
                    help=f"comma-separated step groups to run, of {', '.join(STEP_GROUPS)} (default: all)")
+    p.add_argument("--each", default=None, metavar="FUNCS",
+                   help="comma-separated analysis functions to measure one per process (default: every "
+                        "function found); 'all' (every function in one process) runs either way")
     p.add_argument("--regenerate", action="store_true", help="regenerate the data sets even if cached")
     p.add_argument("--timeout", type=float, default=7200.0, help="per-step timeout in seconds")
     p.add_argument("--rss-cap", type=float, default=None, metavar="GIB",
@@ -213,6 +219,7 @@ def resolve_options(args: argparse.Namespace) -> Options:
         work_dir=(args.work_dir or data_dir / "work").resolve(),
         seed=args.seed,
         groups=groups,
+        each=tuple(f.strip() for f in args.each.split(",") if f.strip()) if args.each is not None else None,
         regenerate=args.regenerate,
         timeout_s=args.timeout,
         rss_cap=round(args.rss_cap * 2**30) if args.rss_cap else None,
@@ -429,6 +436,9 @@ def run_scale(suite: Suite, label: str, requests: int) -> None:
         if "analysis" in groups and analysis and case_ok:
             passed = []
             for name in analysis:
+                if opts.each is not None and name not in opts.each:
+                    passed.append(name)  # not measured alone: 'all' still runs it
+                    continue
                 rec = child(spec("analysis", case=str(case_path), functions=[name], requests=requests))
                 _record(suite, label, f"analysis:{name}", run, rec)
                 if rec.get("ok"):
@@ -595,6 +605,10 @@ def main(argv: list[str] | None = None) -> int:
         suite.machine.update(commit=commit, dirty_files=0, snapshot=True)
         _log(opts, f"measuring a frozen copy of commit {commit} in {opts.src}")
     suite.analysis_functions, suite.output_functions, where = discover(opts)
+    unknown_each = sorted(set(opts.each or ()) - set(suite.analysis_functions))
+    if unknown_each:
+        raise SystemExit(f"unknown analysis function(s) {unknown_each} in --each; found: "
+                         f"{', '.join(suite.analysis_functions) or 'none'}")
     _log(opts, f"the steps import forensics from {where}")
     plan = ", ".join(f"{s} ({'+'.join(opts.groups_for(s))})" for s, _ in opts.scales)
     _log(opts, f"scales {plan}; {opts.runs} run(s); "

@@ -29,6 +29,8 @@ def suite_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path, dict
         "--scale", SCALE, "--runs", "1", "--out", str(out), "--json", str(raw),
         "--data-dir", str(tmp / "data"), "--quiet", "--note", "smoke test",
         "--steps", ",".join(groups),
+        # one function measured alone is enough for the smoke test ('all' runs every one)
+        "--each", "affected_requests",
     ])
     return rc, out, json.loads(raw.read_text(encoding="utf-8"))
 
@@ -60,6 +62,9 @@ def test_report_has_every_section(suite_run: tuple[int, Path, dict]) -> None:
     assert any(k.startswith("bare_gateway:") for k in keys)
     if _has_affected():
         assert "analysis:affected_requests" in keys and "analysis:all" in keys
+        assert not {k for k in keys if k.startswith("analysis:")} - {"analysis:affected_requests", "analysis:all"}
+        per_function = next(r for r in raw["results"] if r["key"] == "analysis:all")["extra"]["per_function_s"]
+        assert set(per_function) == set(raw["analysis_functions"])  # --each: all still runs every one
     for r in raw["results"]:
         if r.get("ok"):
             assert r["wall_s"] >= 0 and r["peak_rss"] > 0
