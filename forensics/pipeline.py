@@ -19,7 +19,7 @@ from forensics.kinds import Backend
 from forensics.outputs import charts
 from forensics.outputs.export import for_output, write_output
 from forensics.outputs.notifications import write_packets
-from forensics.outputs.report import report_data, write_report
+from forensics.outputs.report import report_budget, report_data, write_report
 from forensics.sources.summary import IngestSummary
 
 #: query function -> output file stem (the query's own name: one name everywhere)
@@ -180,6 +180,15 @@ def write_outputs(
         (35, 'affected_requests.csv')
     """
     out.mkdir(parents=True, exist_ok=True)
+    # every output under the report's budget, the affected set and its sources computed once for
+    # the CSVs, the report, the packets and the charts alike
+    with report_budget(case):
+        return _write_outputs(case, out, now=now, charts_html=charts_html)
+
+
+def _write_outputs(
+    case: Case, out: Path, *, now: dt.datetime | None, charts_html: bool
+) -> tuple[dict[str, Path], dict[str, int], list[str]]:
     outputs: dict[str, Path] = {}
     counts: dict[str, int] = {}
     params: dict[str, object] = {}

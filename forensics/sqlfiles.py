@@ -192,17 +192,56 @@ def load_query(name: str) -> QueryFile:
     )
 
 
+#: (query name, its parameters) -> its materialised result, kept while a reader of an unchanging
+#: case reuses the results other queries take as input (``Case.reusing``)
+Memo = dict[tuple[str, tuple[tuple[str, Any], ...]], Any]
+
+
+@cache
+def input_queries() -> frozenset[str]:
+    """The queries some other query reads as its input (their results are what a memo keeps).
+
+    Example:
+        >>> sorted(input_queries())
+        ['affected_requests', 'affected_tenants', 'leak_sources', 'post_fix_check']
+    """
+    return frozenset(inp for n in query_names() for inp in load_query(n).inputs)
+
+
 def run_query(
-    con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]
+    con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any], memo: Memo | None = None
 ) -> duckdb.DuckDBPyRelation:
     """Run a query file with exactly its declared parameters (and those of its inputs) bound.
+
+    With ``memo`` (a dict), the result of a query that others take as input (:func:`input_queries`)
+    is computed once per parameters, materialised, and reused by every later call and input; the
+    caller guarantees the case does not change meanwhile.
 
     Example:
         >>> from forensics.sample import sample_case
         >>> rel = run_query(sample_case().con, "pool_audit", {"node": "prefill-0"})
         >>> [r[0] for r in rel.project("verdict").fetchall()]
         ['ok', 'exposed', 'ok']
+        >>> memo: Memo = {}
+        >>> a = run_query(sample_case().con, "affected_tenants", {"limit_tokens": None, "start": None, "end": None, "node": None}, memo)
+        >>> sorted(k[0] for k in memo)
+        ['affected_requests', 'affected_tenants']
     """
+    if memo is not None and name in input_queries():
+        key = (name, tuple(sorted(params.items())))
+        try:
+            table = memo.get(key)
+        except TypeError:  # an unhashable parameter value: not reused
+            return _run_query(con, name, params, memo)
+        if table is None:
+            table = memo[key] = _run_query(con, name, params, memo).to_arrow_table()
+        return con.from_arrow(table)
+    return _run_query(con, name, params, memo)
+
+
+def _run_query(
+    con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any], memo: Memo | None
+) -> duckdb.DuckDBPyRelation:
     q = load_query(name)
     declared = set(q.all_param_names())
     given = set(params)
@@ -218,7 +257,7 @@ def run_query(
             # several inputs (notifications: recipients and sources): each materialised and bound
             # by name for this one statement, like the single-input path with parameters below
             results = {
-                inp: run_query(con, inp, {k: params[k] for k in load_query(inp).all_param_names()}).to_arrow_table()
+                inp: run_query(con, inp, {k: params[k] for k in load_query(inp).all_param_names()}, memo).to_arrow_table()
                 for inp in q.inputs
             }
             for inp, table in results.items():
@@ -231,7 +270,7 @@ def run_query(
             return con.from_arrow(result)
         if q.inputs:
             (inp,) = q.inputs
-            rel = run_query(con, inp, {k: params[k] for k in load_query(inp).all_param_names()})
+            rel = run_query(con, inp, {k: params[k] for k in load_query(inp).all_param_names()}, memo)
             if not own:
                 out = rel.query(f"{inp}_result", sql)
                 if out is None:

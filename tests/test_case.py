@@ -174,3 +174,35 @@ def test_gateway_ingest_runs_under_the_load_budget_less_its_own_reserve(monkeypa
     case.ingest_gateway(Path(__file__).parent / "fixtures" / "gateway" / "envoy_new.ndjson")
     assert gateway.LOAD_RESERVE_BYTES == 160 << 20
     assert seen == ["352.0 MiB"] and _limit(case) == "2.0 GiB"
+
+
+def test_the_report_runs_each_input_query_once(sample_case: forensics.Case, monkeypatch: pytest.MonkeyPatch) -> None:
+    from forensics import sqlfiles
+    from forensics.outputs.report import report_data
+
+    runs: list[str] = []
+    real = sqlfiles._run_query
+
+    def spy(con: Any, name: str, params: dict[str, Any], memo: Any) -> Any:
+        runs.append(name)
+        return real(con, name, params, memo)
+
+    monkeypatch.setattr(sqlfiles, "_run_query", spy)
+    report_data(sample_case)
+    # without reuse: affected_requests 5 times (itself, and inside tenants, sources, notifications)
+    assert {n: runs.count(n) for n in sqlfiles.input_queries()} == dict.fromkeys(sqlfiles.input_queries(), 1)
+    runs.clear()
+    forensics.affected_tenants(sample_case).fetchall()
+    assert runs == ["affected_tenants", "affected_requests"]  # outside the report nothing is kept
+
+
+def test_an_ingest_inside_a_reusing_scope_is_not_answered_from_before_it() -> None:
+    from forensics.sample import sample_dir
+
+    case = open_case(":memory:")
+    case.ingest_engine(sample_dir() / "engine", tz="Asia/Singapore")
+    with case.reusing():
+        before = forensics.affected_tenants(case).fetchall()
+        case.ingest_gateway(sample_dir() / "gateway")
+        inside = forensics.affected_tenants(case).fetchall()
+    assert inside == forensics.affected_tenants(case).fetchall() != before

@@ -190,6 +190,7 @@ def report_budget(c: Case) -> Iterator[None]:
 
     The case's query limit is back afterwards, also after an error. The derived tables are brought
     up to date first, under the case's own budgets (a refresh sets the limit back when it ends).
+    Inside, the results other queries read as input are computed once (:meth:`Case.reusing`).
 
     Example:
         >>> import forensics
@@ -201,7 +202,8 @@ def report_budget(c: Case) -> Iterator[None]:
         [('2.0 GiB',)]
     """
     c.ensure_facts()
-    with c.capped(REPORT_MEMORY_LIMIT_BYTES):
+    # the report asks many questions of one affected set: each input query's result is computed once
+    with c.capped(REPORT_MEMORY_LIMIT_BYTES), c.reusing():
         yield
 
 
