@@ -27,7 +27,7 @@ def test_schema_has_canonical_table(table: str) -> None:
 
 def test_schema_columns_are_documented() -> None:
     # Every column line in the DDL carries a comment or is a provenance/common column.
-    from forensics.case import schema_sql
+    from forensics.schema import schema_sql
 
     common = {"node", "ts", "ts_inferred", "ranks", "file_id", "line_no", "key", "value", "path"}
     undocumented = []
@@ -96,12 +96,12 @@ def test_version_is_exposed() -> None:
 
 
 def test_docs_schema_md_is_generated_from_schema_sql() -> None:
-    from forensics.case import schema_markdown
+    from forensics.schema import schema_markdown
 
     doc = Path(__file__).resolve().parent.parent / "docs" / "schema.md"
     assert doc.read_text(encoding="utf-8") == schema_markdown(), (
         "docs/schema.md is stale: regenerate it with "
-        "python -c 'from forensics.case import schema_markdown as m; open(\"docs/schema.md\", \"w\").write(m())'"
+        "python -c 'from forensics.schema import schema_markdown as m; open(\"docs/schema.md\", \"w\").write(m())'"
     )
 
 

@@ -65,7 +65,7 @@ def test_digest_ignores_file_ids_and_order() -> None:
     a, b = duckdb.connect(), duckdb.connect()
     for con, fid in ((a, 1), (b, 7)):
         open_case(":memory:")  # schema text below is the case's own
-        from forensics.case import schema_sql
+        from forensics.schema import schema_sql
 
         con.execute(schema_sql())
         con.execute(f"INSERT INTO evidence_files (file_id, path, sha256, size, kind) VALUES ({fid}, '/x/engine/n/a.log', "

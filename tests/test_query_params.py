@@ -87,7 +87,7 @@ def test_queries_on_the_affected_set_read_it_instead_of_copying_it(name: str) ->
 
 @pytest.mark.parametrize("view", ["evidence_paths", "node_last_seen", "start_periods"])
 def test_shared_views_are_used_not_copied(view: str) -> None:
-    from forensics.case import schema_sql
+    from forensics.schema import schema_sql
 
     assert f"CREATE OR REPLACE VIEW {view} AS" in schema_sql()
     for name in NAMES:

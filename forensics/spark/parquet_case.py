@@ -35,8 +35,9 @@ from typing import Any
 import duckdb
 
 from forensics import __version__
-from forensics.case import SCHEMA_VERSION, Case, as_case, schema_sql
+from forensics.case import SCHEMA_VERSION, Case, as_case
 from forensics.errors import CaseError, ParameterError
+from forensics.schema import schema_sql
 
 MANIFEST = "case.json"
 FORMAT = "forensics-parquet-case"
