@@ -95,8 +95,8 @@ def test_every_base_table_is_created_by_the_schema_files_only() -> None:
     for path in sorted(PKG.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         made = {t for t in _DDL.findall(text) if t in tables}
-        # a docstring may show the schema; no code creates a base table of its own
-        assert not made or path.name == "case.py", (path, made)
+        # the schema's module may quote its DDL in a docstring; no code creates a base table of its own
+        assert not made or path.relative_to(PKG).as_posix() == "schema.py", (path, made)
 
 
 def _after(first: BaseException, then: duckdb.Error) -> duckdb.Error:
