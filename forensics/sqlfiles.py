@@ -234,7 +234,10 @@ def run_query(
         except TypeError:  # an unhashable parameter value: not reused
             return _run_query(con, name, params, memo)
         if table is None:
-            table = memo[key] = _run_query(con, name, params, memo).to_arrow_table()
+            try:
+                table = memo[key] = _run_query(con, name, params, memo).to_arrow_table()
+            except duckdb.Error as exc:  # it fails while it runs, here, not at the caller's fetch
+                raise _failed(name, exc) from exc
         return con.from_arrow(table)
     return _run_query(con, name, params, memo)
 
@@ -288,4 +291,9 @@ def _run_query(
             return con.from_arrow(result)
         return con.sql(sql, params=own) if own else con.sql(sql)
     except duckdb.Error as exc:
-        raise QueryError(f"query {name} failed: {exc}", where=q.source) from exc
+        raise _failed(name, exc) from exc
+
+
+def _failed(name: str, exc: duckdb.Error) -> QueryError:
+    """The one error a query that DuckDB could not run becomes (``query NAME failed: ...``)."""
+    return QueryError(f"query {name} failed: {exc}", where=load_query(name).source)

@@ -206,3 +206,20 @@ def test_an_ingest_inside_a_reusing_scope_is_not_answered_from_before_it() -> No
         case.ingest_gateway(sample_dir() / "gateway")
         inside = forensics.affected_tenants(case).fetchall()
     assert inside == forensics.affected_tenants(case).fetchall() != before
+
+
+def test_a_reused_query_that_fails_while_it_runs_is_a_query_error(sample_case_path: Path, tmp_path: Path) -> None:
+    # the memo materialises an input query at once, so DuckDB's error surfaces inside run_query:
+    # it must be the same QueryError an unmemoised query raises, never a bare duckdb.Error
+    import shutil
+
+    from forensics.errors import QueryError
+
+    path = tmp_path / "case.duckdb"
+    shutil.copy(sample_case_path, path)
+    case = open_case(path)
+    case.ensure_facts()
+    with case.reusing():
+        case.con.execute("SET memory_limit='2MB'")
+        with pytest.raises(QueryError, match="query affected_requests failed"):
+            forensics.affected_requests(case)
