@@ -36,11 +36,11 @@ def read_tree(root: str) -> dict[str, Any]:
     import resource
 
     from forensics.sources import collect
-    from forensics.sources.collect import kernels
+    from forensics.sources.warm import warm_kernels
 
     # compiled passes loaded (from numba's cache) untimed, as in an ingest, where the scanner has
     # loaded numba already
-    kernels.warm()
+    warm_kernels()
     files = sorted(p for p in Path(root).rglob("*") if p.is_file() and not p.is_symlink())
     t0, c0 = time.perf_counter(), time.process_time()
     lines = logical = nbytes = 0

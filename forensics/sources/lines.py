@@ -30,6 +30,26 @@ NO_TIME = np.iinfo(np.int64).min
 STREAM_UNKNOWN, STREAM_STDOUT, STREAM_STDERR = 0, 1, 2
 
 
+def read_only(buf: np.ndarray) -> np.ndarray:
+    """``buf`` itself if it is read-only, else a read-only view of it (no copy).
+
+    The compiled stages take buffers of either flavour (a plain file's block is a bytearray, a
+    decompressed member is ``bytes``, a repaired or unescaped block a new array), and numba
+    compiles a kernel once per flavour: every kernel's entry hands on a read-only view, so a
+    machine compiles each kernel once, not once per the first file of each kind.
+
+    Example:
+        >>> a = np.zeros(3, dtype=np.uint8)
+        >>> read_only(a).flags.writeable, a.flags.writeable
+        (False, True)
+    """
+    if not buf.flags.writeable:
+        return buf
+    view = buf.view()
+    view.flags.writeable = False
+    return view
+
+
 @dataclass(frozen=True)
 class LineBatch:
     """A batch of logical lines of one file, collection wrapper removed.

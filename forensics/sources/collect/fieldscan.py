@@ -32,6 +32,7 @@ import numpy as np
 
 from forensics.sources.collect.kernels import _hex4, escape_byte, put_utf8
 from forensics.sources.collect.record_formats import RecordFormat, split_path
+from forensics.sources.lines import read_only
 
 #: the fields, as columns of :attr:`Scanned.start` / :attr:`Scanned.end`
 MSG, TIME, POD, HOST, STREAM, UNIT, TAG = range(7)
@@ -151,6 +152,7 @@ class Scanned:
 
 def scan_fields(spec: FieldSpec, buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray) -> Scanned:
     """Read the wanted fields of the records ``buf[r_start[i]:r_end[i]]`` in one compiled pass."""
+    buf = read_only(buf)  # one compiled flavour (lines.read_only)
     off = (-buf.ctypes.data) % 8 if buf.size else 0
     words = buf[off : off + max(buf.size - off, 0) // 8 * 8].view(np.uint64)
     ok, start, end, us, stream, inner_nl, extra = _scan(
@@ -640,5 +642,5 @@ def _gather(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.nd
 
 def gather_strings(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The spans as Arrow large-string parts: ``(offsets, bytes, valid)`` (start -1: null)."""
-    off, out = _gather(data, start.astype(np.int64), end.astype(np.int64))
+    off, out = _gather(read_only(data), start.astype(np.int64), end.astype(np.int64))
     return off, out, start >= 0

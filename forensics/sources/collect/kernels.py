@@ -19,6 +19,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from forensics.sources.lines import read_only
+
 _LOG_HEAD = np.frombuffer(b'{"log":"', dtype=np.uint8).copy()
 _TIME_KEY = np.frombuffer(b',"time":"', dtype=np.uint8).copy()
 _STREAM_OUT = np.frombuffer(b'","stream":"stdout"', dtype=np.uint8).copy()
@@ -228,7 +230,7 @@ def docker_records(buf: np.ndarray, r_start: np.ndarray, r_end: np.ndarray) -> t
     caller), stream code (1 stdout, 2 stderr), whether the text ended with ``\\n``; then ``extra``.
     A record of another shape or with a bad escape is not ok (left to the JSON reader).
     """
-    return _docker_records(buf, r_start.astype(np.int64), r_end.astype(np.int64), _LOG_HEAD, _TIME_KEY,
+    return _docker_records(read_only(buf), r_start.astype(np.int64), r_end.astype(np.int64), _LOG_HEAD, _TIME_KEY,
                            _STREAM_OUT, _STREAM_ERR)
 
 
@@ -360,22 +362,4 @@ def rfc3339(buf: np.ndarray, pos: np.ndarray, t_only: bool = False) -> tuple[
         >>> us.tolist(), end.tolist(), ok.tolist()
         ([1787800200500000, 0], [22, 23], [True, False])
     """
-    return _rfc3339(buf, pos.astype(np.int64), t_only)
-
-
-def warm() -> None:
-    """Compile (or load from numba's cache) every kernel now, not inside the first batch read.
-
-    Example:
-        >>> warm()
-    """
-    rec = b'{"log":"x\\n","stream":"stdout","time":"2026-08-27T03:10:00.000000001Z"}'
-    buf = np.frombuffer(rec, dtype=np.uint8)
-    docker_records(buf, np.array([0]), np.array([len(rec)]))
-    for t_only in (False, True):
-        rfc3339(buf, np.array([0]), t_only)
-    from forensics.sources.collect.fieldscan import FieldSpec, gather_strings, scan_fields
-    from forensics.sources.collect.record_formats import FORMATS
-
-    got = scan_fields(FieldSpec.of(FORMATS["loki-jsonl"]), buf, np.array([0]), np.array([len(rec)]))
-    gather_strings(got.data, got.start[:, 0], got.end[:, 0])
+    return _rfc3339(read_only(buf), pos.astype(np.int64), t_only)  # one compiled flavour

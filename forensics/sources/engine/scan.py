@@ -50,7 +50,7 @@ from forensics.sources.engine.timeinfer import (
     date_time_only,
     infer_times,
 )
-from forensics.sources.lines import LineBatch
+from forensics.sources.lines import LineBatch, read_only
 
 _TS = pa.timestamp("us")
 
@@ -109,12 +109,7 @@ def _read_only(batch: LineBatch) -> LineBatch:
     decompressed member's bytes); numba compiles each compiled stage once per flavour, so the
     first run on a machine compiled every kernel twice. The scanner never writes into the buffer.
     """
-    buf = batch.buf
-    if not buf.flags.writeable:
-        return batch
-    view = buf.view()
-    view.flags.writeable = False
-    return dataclasses.replace(batch, buf=view)
+    return batch if not batch.buf.flags.writeable else dataclasses.replace(batch, buf=read_only(batch.buf))
 
 
 def _ts_array(us: np.ndarray) -> pa.Array:

@@ -22,6 +22,8 @@ import numba
 import numpy as np
 import pyarrow as pa
 
+from forensics.sources.lines import read_only
+
 #: ``parse_ints`` states: no value, a value, a text DuckDB must cast.
 INT_NULL, INT_OK, INT_ODD = 0, 1, 2
 
@@ -43,6 +45,12 @@ def _gather(buf: np.ndarray, s: np.ndarray, e: np.ndarray, offsets: np.ndarray) 
     return out
 
 
+def _c64(a: np.ndarray) -> np.ndarray:
+    """``a`` as contiguous int64 (a copy only if it is a strided column or of another type): one
+    compiled flavour of each kernel, not one more for the columns of a 2-D span array."""
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
 def to_strings(buf: np.ndarray, s: np.ndarray, e: np.ndarray, *, large: bool = False) -> pa.Array:
     """Spans of ``buf`` as an Arrow string array (``s < 0``: NULL). The bytes must be valid UTF-8.
 
@@ -53,7 +61,7 @@ def to_strings(buf: np.ndarray, s: np.ndarray, e: np.ndarray, *, large: bool = F
     """
     n = int(s.shape[0])
     offsets = np.empty(n + 1, dtype=np.int64)
-    data = _gather(buf, s.astype(np.int64, copy=False), e.astype(np.int64, copy=False), offsets)
+    data = _gather(read_only(buf), _c64(s), _c64(e), offsets)
     valid = s >= 0
     mask = None if valid.all() else pa.array(valid).buffers()[1]
     if not large and offsets[-1] < (1 << 31) - 1:
@@ -112,7 +120,7 @@ def parse_ints(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarra
     """Vector form of :func:`parse_int`: (values, states)."""
     val = np.empty(s.shape[0], dtype=np.int64)
     st = np.empty(s.shape[0], dtype=np.int8)
-    _parse_ints(buf, s.astype(np.int64, copy=False), e.astype(np.int64, copy=False), val, st)
+    _parse_ints(read_only(buf), _c64(s), _c64(e), val, st)
     return val, st
 
 
