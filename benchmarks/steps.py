@@ -725,4 +725,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from forensics.__main__ import skip_iri_grammars
+
+    skip_iri_grammars()  # as the console script does: a step's process is the toolkit's own
     sys.exit(main())

@@ -23,8 +23,12 @@ from typing import Any
 import pytest
 
 import forensics
+from forensics.__main__ import skip_iri_grammars
 from forensics.case import Case
 from forensics.sources.engine.sql import HEALTH
+
+# the test processes are the toolkit's own, like the console script's (forensics.__main__)
+skip_iri_grammars()
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data"

@@ -55,3 +55,18 @@ def test_user_mistakes_give_one_line_and_exit_2(tmp_path: Path, args: list[str],
     assert len(lines) == 1, res.stderr
     assert lines[0].startswith("error: ") and message in lines[0]
     assert "Traceback" not in res.stderr
+
+
+def test_a_command_that_draws_charts_never_builds_the_iri_grammars(tmp_path: Path) -> None:
+    # jsonschema (under altair) imports rfc3987_syntax when installed: ~35 Lark parsers built at
+    # import, 7-9 s of every investigate/report/chart process here (jsonschema#1428)
+    not_a_case = tmp_path / "notes.duckdb"
+    not_a_case.write_text("notes\n")
+    (tmp_path / "evidence").mkdir()
+    res = subprocess.run([sys.executable, "-X", "importtime", "-m", "forensics", "investigate", str(not_a_case),
+                          "--gateway", str(tmp_path / "evidence"), "--out", str(tmp_path / "o"), "--replace"],
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and "not a case database" in res.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in res.stderr.splitlines() if line.startswith("import time:")}
+    assert "altair" in imported and "jsonschema" in imported
+    assert "rfc3987_syntax.syntax_helpers" not in imported  # the module that builds them
