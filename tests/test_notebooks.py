@@ -19,9 +19,21 @@ def _outputs(nb: nbformat.NotebookNode) -> list[dict[str, object]]:
     return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
 
 
+@pytest.fixture
+def kernel_like_the_console_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notebooks' kernels start as the toolkit's own processes do (``skip_iri_grammars``):
+    without it each kernel's first chart import spends ~7 s building jsonschema's IRI grammars.
+    An IPython start-up file of a private IPYTHONDIR, which the kernel papermill starts inherits."""
+    startup = tmp_path / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-forensics.py").write_text("from forensics.__main__ import skip_iri_grammars\nskip_iri_grammars()\n")
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+
+
 @pytest.mark.notebook
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+@pytest.mark.usefixtures("kernel_like_the_console_script")
 def test_notebook_runs_through_papermill(path: Path, tmp_path: Path) -> None:
     import papermill
 

@@ -238,13 +238,25 @@ def check(mutants: list[Mutant], root: Path = ROOT) -> list[str]:
 # -- running -------------------------------------------------------------------------------------
 
 
+def _no_bytecode(directory: str, names: list[str]) -> list[str]:
+    """What a copy leaves out: bytecode and pytest's cache, but not numba's compiled kernels.
+
+    numba's cache (``__pycache__/*.nbi``, ``*.nbc``) is valid where the source's mtime and size
+    are those it was compiled from: copies keep mtimes, so a box loads the snapshot's kernels
+    instead of compiling them (~35-60 CPU-s a run that ingests), and a mutated source recompiles.
+    """
+    if Path(directory).name == "__pycache__":
+        return [n for n in names if not n.endswith((".nbi", ".nbc"))]
+    return [n for n in names if n == ".pytest_cache"]
+
+
 def _sandbox(base: Path, root: Path = ROOT) -> Path:
     """A private copy of the sources under ``base`` (from ``root``: the snapshot taken at the start)."""
     box = Path(tempfile.mkdtemp(prefix="sandbox-", dir=base))
     for name in COPIED:
         src = root / name
         if src.is_dir():
-            shutil.copytree(src, box / name, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+            shutil.copytree(src, box / name, ignore=_no_bytecode)
         elif src.exists():
             shutil.copy2(src, box / name)
     for name in LINKED:
@@ -341,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
         # the sources as they are now: editing the checkout during the run changes nothing
         snap = _sandbox(base)
         snap.rename(base / "snapshot")
+        # the kernels compiled once, into the snapshot (every box copies them: _no_bytecode)
+        subprocess.run([sys.executable, "-m", "forensics", "warm"], check=True, capture_output=True,
+                       cwd=base / "snapshot", env=_env(base / "snapshot", None))
         prebuilt = _prebuilt(base, base / "snapshot")
         # the unmutated code must pass the tests every mutant runs, or no kill means anything
         box = _sandbox(base, base / "snapshot")
