@@ -172,6 +172,11 @@ def _mostly_unrecognised(src: EngineSource, counts: Counter[str], unrec: list[tu
             f"(unrecognised or another library's){sample}; facts from this file may be missing")
 
 
+_LINE_KIND_TYPES = {"file_id": pa.int32(), "node": pa.string(), "pod": pa.string(), "kind": pa.string(),
+                    "family": pa.string(), "n_lines": pa.int64(), "first_line": pa.int64(), "first_ts": pa.int64(),
+                    "last_ts": pa.int64(), "last_line": pa.int64()}
+
+
 def _store_line_kinds(case: Case, file_id: int, counts: Counter[tuple[str, str, str]],
                       spans: dict[tuple[str, str, str], tuple[int, int, int]], last: tuple[int, str] | None) -> None:
     cat = catalogue()
@@ -182,10 +187,15 @@ def _store_line_kinds(case: Case, file_id: int, counts: Counter[tuple[str, str, 
         rows.append((file_id, node, pod, k, fam.get(k, "unknown"), n, ln, lo if lo != NO_TS else None,
                      hi if hi != NO_TS else None, last[0] if last is not None and last[1] == k else None))
     if rows:
-        case.con.executemany(
+        # one statement for the file's kinds: executemany ran one INSERT per kind (~1 ms each, a
+        # fixed ~17 ms of every engine file, however small)
+        _line_kinds = pa.table({name: pa.array([r[i] for r in rows], type=t)
+                                for i, (name, t) in enumerate(_LINE_KIND_TYPES.items())})
+        case.con.execute(
             "INSERT INTO engine_line_kinds (file_id, node, pod, kind, family, n_lines, first_line, first_ts, "
-            "last_ts, last_line) VALUES (?, ?, ?, ?, ?, ?, ?, make_timestamp(?::BIGINT), make_timestamp(?::BIGINT), ?)",
-            rows)
+            "last_ts, last_line) SELECT file_id, node, pod, kind, family, n_lines, first_line, "
+            "make_timestamp(first_ts), make_timestamp(last_ts), last_line FROM _line_kinds")
+        del _line_kinds
 
 
 def _supersede_line_kind(case: Case, prior_file_id: int, line: int) -> None:
