@@ -1,4 +1,4 @@
-"""The toolkit's processes share two glibc malloc arenas across their threads (forensics.arenas)."""
+"""The toolkit's processes share one glibc malloc arena per core across their threads (forensics.arenas)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,18 @@ import sys
 
 import pytest
 
-#: In a fresh process: ``import forensics``, then 8 threads each allocating and freeing blocks,
+from forensics.arenas import ARENAS
+
+#: In a fresh process: ``import forensics``, then ``argv[1]`` threads each allocating and freeing blocks,
 #: then the number of heaps glibc's malloc_info reports (the main arena and every thread arena).
 _PROBE = r"""
-import ctypes, re, tempfile, threading
+import ctypes, re, sys, tempfile, threading
 import forensics
 def work():
     for _ in range(50):
         b = [bytearray(200_000) for _ in range(20)]
         del b
-ts = [threading.Thread(target=work) for _ in range(8)]
+ts = [threading.Thread(target=work) for _ in range(int(sys.argv[1]))]
 [t.start() for t in ts]; [t.join() for t in ts]
 libc = ctypes.CDLL(None)
 libc.fopen.restype = ctypes.c_void_p
@@ -32,13 +34,14 @@ glibc = pytest.mark.skipif(not sys.platform.startswith("linux") or os.confstr("C
 
 
 def _heaps(env: dict[str, str]) -> int:
-    out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True, env=env)
+    out = subprocess.run([sys.executable, "-c", _PROBE, str(ARENAS + 8)], capture_output=True, text=True, check=True, env=env)
     return int(out.stdout.split()[-1])
 
 
 @glibc
-@pytest.mark.parametrize(("user_setting", "most"), [(None, 2), ("8", 8)])
-def test_threads_of_a_process_that_imports_forensics_share_two_arenas(user_setting: str | None, most: int) -> None:
+@pytest.mark.parametrize(("user_setting", "most"), [(None, ARENAS), (str(ARENAS + 4), ARENAS + 4)])
+def test_threads_of_a_process_that_imports_forensics_share_one_arena_per_core(user_setting: str | None,
+                                                                                 most: int) -> None:
     # one arena per allocating thread kept each thread's high-water mark: the engine ingest of
     # 1 M lines peaked at 1.2-1.3 GiB instead of ~0.8 GiB; a user's own MALLOC_ARENA_MAX wins
     env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
@@ -47,4 +50,4 @@ def test_threads_of_a_process_that_imports_forensics_share_two_arenas(user_setti
     heaps = _heaps(env)
     assert heaps <= most
     if user_setting is not None:
-        assert heaps > 2  # the user's setting was kept, not overridden by the toolkit's
+        assert heaps > ARENAS  # the user's setting was kept, not overridden by the toolkit's
