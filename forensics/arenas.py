@@ -10,9 +10,10 @@ threads use glibc's malloc too, which is why the cap is one arena per core, not 
 threads as cores allocate at once without waiting on each other's arena.
 
 The cap is process-wide and only limits arenas created from now on, so it is set as early as
-possible: when ``forensics`` is imported (the console script imports it first), again harmlessly
-at each ingest. In a process whose threads already made more arenas (numpy, DuckDB or Arrow imported
-and busy before ``forensics``) those are shared and the bound is weaker. It is never set where the
+possible, once: when ``forensics`` is imported (the console script imports it first; a cap set
+at the first ingest did nothing, the arenas were made by then). In a process whose threads
+already made more arenas (numpy, DuckDB or Arrow imported and busy before ``forensics``) those
+are shared and the bound is weaker. It is never set where the
 user already chose (``MALLOC_ARENA_MAX`` in the environment, which glibc reads at start), and does
 nothing where the C library is not glibc.
 

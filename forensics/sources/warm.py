@@ -7,7 +7,7 @@ logs, plain and in every collection wrapper, gzipped and not, through the same l
 uses, into a throw-away in-memory case. Nothing of the user's is read or written, only numba's
 cache (next to the modules, or numba's user-wide cache directory where that is read-only).
 
-Run it after installing (``make setup`` does), or before timing an ingest, so that neither the
+Run it after installing (``make warm``; ``make test`` runs it beside the lint), or before timing an ingest, so that neither the
 first ingest of an incident nor a benchmark pays for compilation.
 
 Example, on a machine that has not compiled them yet (from Python: ``print(warm_kernels())``)::

@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from forensics.arenas import cap_arenas
 from forensics.errors import InputError, ParameterError
 from forensics.sources.collect import ReadResult, read_lines
 from forensics.sources.collect.layout import METRICS_RE, EngineSource, NodeRule, resolve_sources
@@ -253,7 +252,6 @@ def ingest_engine(
     if options:
         raise ParameterError(f"unknown engine option(s): {', '.join(sorted(options))}",
                              hint="engine ingest takes paths, tz, node_map, skip_unreadable and quiet")
-    cap_arenas()  # the threads' C heaps bounded (forensics.arenas)
     t0 = time.perf_counter()
     con = case.con
     # auto: each file's offset from its collection wrapper's UTC times (timezones.auto_offsets)

@@ -21,7 +21,6 @@ from typing import Any
 
 import duckdb
 
-from forensics.arenas import cap_arenas
 from forensics.case import LoadTarget
 from forensics.errors import InputError, ParameterError
 from forensics.sources.files import (
@@ -122,7 +121,6 @@ def ingest_gateway(
         >>> s.files[0].reconciles
         True
     """
-    cap_arenas()  # the threads' C heaps bounded (forensics.arenas)
     t0 = time.perf_counter()
     bad = set(options) - set(KNOWN_OPTIONS)
     if bad:
