@@ -8,6 +8,8 @@ value falls in.
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import json
 import tracemalloc
 from pathlib import Path
@@ -15,10 +17,12 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 from forensics.outputs import export
+from forensics.outputs.escape import FORMULA_START, csv_field
 from forensics.outputs.export import csv_text, rows_for_output, write_output
 from forensics.relation import Relation
 
@@ -99,15 +103,15 @@ def test_an_interrupted_export_leaves_the_old_file_and_no_partial(monkeypatch: p
     out = tmp_path / "chain.csv"
     out.write_text("the previous export\n")
     calls = {"n": 0}
-    real = export._python_column
+    real = export.csv_rows
 
-    def second_batch_interrupted(col: Any, choice: Any = None) -> list[Any]:
+    def second_batch_interrupted(batch: Any, choices: Any = None) -> str:
         calls["n"] += 1
-        if calls["n"] > 2:  # two columns: the second batch
+        if calls["n"] > 1:  # the second batch
             raise KeyboardInterrupt
-        return real(col, choice)
+        return real(batch, choices)
 
-    monkeypatch.setattr(export, "_python_column", second_batch_interrupted)
+    monkeypatch.setattr(export, "csv_rows", second_batch_interrupted)
     with pytest.raises(KeyboardInterrupt):
         write_output(duckdb.sql("SELECT range AS n, range AS m FROM range(10)"), "csv", out, batch_rows=5)
     assert out.read_text() == "the previous export\n"
@@ -155,3 +159,56 @@ def test_parquet_keeps_types_rows_and_parameters(tmp_path: Path) -> None:
 )
 def test_column_choice(values: list[Any], kind: pa.DataType, choice: bool | None) -> None:
     assert export.column_choice(pa.array(values, type=kind)) is choice
+
+
+_TS = dt.datetime(2026, 9, 2, 4, 51, 17)
+_SGT = dt.timezone(dt.timedelta(hours=8))
+
+
+@pytest.mark.parametrize(
+    ("values", "kind"),
+    [
+        (["plain", None, "", "=HYPERLINK(\"x\")", "+1", "-3", "-3.5e2", "-x", "@SUM(A1)", "\tt", "\rr", "'=x", "''",
+          "'", "'a", "a,b", 'say "hi"', "two\nlines", "cr\ronly", "ünïcode", "-١٢", "=", "é,\"\n"], pa.string()),
+        (["=a", "b,c", None], pa.large_string()),
+        ([None, None], pa.string()),
+        ([1, -3, None, 2**63 - 1, -(2**63)], pa.int64()),
+        ([1, None, 255], pa.uint8()),
+        ([True, False, None], pa.bool_()),
+        ([1.0, 3.0, None, -0.0], pa.float64()),
+        ([0.5, 0.95, None, float("nan"), float("inf"), -0.0, 0.0, 1e-05, 1e16, 123456789012345.6], pa.float64()),
+        ([0.5, 0.25], pa.float32()),
+        ([_TS, None, _TS + dt.timedelta(microseconds=250_000)], pa.timestamp("us")),
+        ([_TS, None, _TS + dt.timedelta(seconds=1)], pa.timestamp("us")),
+        ([_TS, _TS + dt.timedelta(milliseconds=5)], pa.timestamp("ms")),
+        ([_TS, None], pa.timestamp("s")),
+        ([_TS.replace(tzinfo=_SGT), None], pa.timestamp("us", tz="Asia/Singapore")),
+        ([dt.datetime(5, 1, 1, 1, 2, 3), _TS], pa.timestamp("us")),  # glibc writes year 5 unpadded
+        ([0, 1, 1_500], pa.timestamp("ns")),
+        ([dt.date(2026, 9, 2), None], pa.date32()),
+        ([decimal.Decimal("1.50"), decimal.Decimal("2.00"), None], pa.decimal128(9, 2)),
+        ([["a", "b"], [], None, ["=x"]], pa.list_(pa.string())),
+        ([{"k": 1}, None], pa.struct([("k", pa.int64())])),
+    ],
+)
+def test_csv_columns_are_cell_for_cell_the_python_rendering(values: list[Any], kind: pa.DataType) -> None:
+    # the vectorised cells of a streamed export against csv_text over Python values, its definition
+    col = pa.array(values, type=kind)
+    batch = pa.record_batch({"c": col, "n": pa.array(range(len(values)))})
+    names, rows = rows_for_output(pa.Table.from_batches([batch]))
+    assert export.csv_rows(batch) == csv_text(names, rows)[len("c,n\n"):]
+
+
+def test_csv_rows_of_a_sliced_batch_are_its_own_rows() -> None:
+    batch = pa.record_batch({"s": ["a", "=b", "c,d", "e"], "n": [1, 2, 3, 4]}).slice(1, 2)
+    assert export.csv_rows(batch) == "'=b,2\n\"c,d\",3\n"
+
+
+def test_the_cells_csv_cell_may_change_are_found_by_their_first_character() -> None:
+    # the column-wide check must flag exactly the cells csv_cell looks at: any first character of
+    # FORMULA_START, or a quote (doubled before one of them)
+    chars = [chr(i) for i in range(1, 128)] + ["é", "١"]
+    found = pc.match_substring_regex(pa.array([c + "x" for c in chars]), export._CELL_START_RE).to_pylist()
+    assert [c for c, f in zip(chars, found, strict=True) if f] == sorted([*FORMULA_START, "'"])
+    quoted = pc.match_substring_regex(pa.array([f"a{c}b" for c in chars]), export._QUOTED_RE).to_pylist()
+    assert [c for c, f in zip(chars, quoted, strict=True) if f] == [c for c in chars if csv_field(c) != c]
