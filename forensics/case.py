@@ -42,6 +42,10 @@ DEFAULT_MEMORY_LIMIT = os.environ.get("FORENSICS_MEMORY_LIMIT", "768MB")
 #: DuckDB memory limit for everything else (the analysis queries): a 1 M-request chain query's
 #: GROUP BY spills to disk under the load budget and took twice as long (measured).
 DEFAULT_QUERY_MEMORY_LIMIT = os.environ.get("FORENSICS_QUERY_MEMORY_LIMIT", "2GB")
+#: DuckDB memory for reading a full export (``forensics chain``: a row per request, sorted), with one
+#: thread: at 1 M requests the sort under the query limit peaked at 1.6-2.1 GiB RSS; under this
+#: budget with one thread it spills, 790 MiB (two threads run out of memory even at 640 MB).
+EXPORT_MEMORY_LIMIT_BYTES = 512_000_000
 
 
 def configure_connection(
@@ -479,6 +483,27 @@ class Case:
             yield
         finally:
             self.con.execute(f"SET memory_limit = '{self.query_memory_limit}'")
+
+    @contextlib.contextmanager
+    def exporting(self) -> Iterator[None]:
+        """Read a full export's result under a small budget: :data:`EXPORT_MEMORY_LIMIT_BYTES` (a
+        lower limit stays) and one DuckDB thread, so its sort spills to disk instead of holding
+        millions of rows in memory. Both settings are back afterwards, also after an error.
+
+        Example:
+            >>> case = open_case(":memory:")
+            >>> with case.exporting():
+            ...     case.sql("SELECT current_setting('threads')").fetchall()
+            [(1,)]
+        """
+        row = self.con.execute("SELECT current_setting('threads')").fetchone()
+        threads = int(row[0]) if row else 1
+        with self.capped(EXPORT_MEMORY_LIMIT_BYTES):
+            self.con.execute("SET threads = 1")
+            try:
+                yield
+            finally:
+                self.con.execute(f"SET threads = {threads}")
 
     def check_output(self, out: str | os.PathLike[str]) -> Path:
         """Refuse to write ``out`` over this case or any of its evidence files (see :func:`check_output`)."""

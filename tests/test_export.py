@@ -8,6 +8,7 @@ value falls in.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import json
@@ -212,3 +213,67 @@ def test_the_cells_csv_cell_may_change_are_found_by_their_first_character() -> N
     assert [c for c, f in zip(chars, found, strict=True) if f] == sorted([*FORMULA_START, "'"])
     quoted = pc.match_substring_regex(pa.array([f"a{c}b" for c in chars]), export._QUOTED_RE).to_pylist()
     assert [c for c, f in zip(chars, quoted, strict=True) if f] == [c for c in chars if csv_field(c) != c]
+
+
+def test_a_full_export_is_read_under_the_budget_it_is_given(tmp_path: Path) -> None:
+    # one thread and the export budget while the result is read (its sort spills), both back after
+    import forensics
+
+    case = forensics.open_case(":memory:")
+    before = case.sql("SELECT current_setting('threads'), current_setting('memory_limit')").fetchall()
+    out = tmp_path / "settings.csv"
+    rel = case.sql("SELECT current_setting('threads') AS threads, current_setting('memory_limit') AS mem")
+    write_output(rel, "csv", out, budget=case.exporting)
+    assert out.read_text() == "threads,mem\n1,488.2 MiB\n"
+    assert case.sql("SELECT current_setting('threads'), current_setting('memory_limit')").fetchall() == before
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_an_export_that_runs_out_of_memory_under_its_budget_is_read_again_without_it(fmt: str,
+                                                                                    tmp_path: Path) -> None:
+    con = duckdb.connect()
+    entered = []
+
+    @contextlib.contextmanager
+    def tiny() -> Any:
+        entered.append(True)
+        con.execute("SET memory_limit = '1MB'")
+        try:
+            yield
+        finally:
+            con.execute("RESET memory_limit")
+
+    sql = "SELECT range AS n, repeat('x', 200) AS pad FROM range(50000) ORDER BY n DESC"
+    with pytest.raises(duckdb.OutOfMemoryException), tiny():
+        con.sql(sql).fetchall()  # the budget is too small for this result
+    out = tmp_path / f"big.{fmt}"
+    assert write_output(con.sql(sql), fmt, out, budget=tiny) == 50000
+    assert len(entered) == 2
+    if fmt == "parquet":
+        assert pq.read_table(out).num_rows == 50000
+    else:
+        assert len(out.read_text().splitlines()) == 50000 + (fmt == "csv")
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".params.json")) == [out.name]
+
+
+def test_the_chain_command_reads_its_result_under_the_export_budget(sample_case_path: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # a full export (its file declares an -- order:) is read under Case.exporting; other commands are not
+    from click.testing import CliRunner
+
+    from forensics.case import Case
+    from forensics.cli import cli
+
+    used: list[str] = []
+    real = Case.exporting
+
+    def spy(self: Case) -> Any:
+        used.append("exporting")
+        return real(self)
+
+    monkeypatch.setattr(Case, "exporting", spy)
+    for command in ("chain", "affected"):
+        out = tmp_path / f"{command}.csv"
+        res = CliRunner().invoke(cli, [command, str(sample_case_path), "--format", "csv", "-o", str(out)])
+        assert res.exit_code == 0, res.output
+    assert used == ["exporting"]

@@ -18,9 +18,9 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, TypeAlias
+from typing import IO, Any, TypeAlias, TypeVar
 
 import duckdb
 import numpy as np
@@ -34,6 +34,8 @@ from forensics.outputs.escape import csv_cell, csv_field
 from forensics.relation import AnyRelation, Relation
 
 FORMATS = TABLE_FORMATS
+
+_T = TypeVar("_T")
 
 #: what the writers accept: a relation (an analysis result or DuckDB's own), a DataFrame or an Arrow table
 Tabular: TypeAlias = Relation | duckdb.DuckDBPyRelation | pd.DataFrame | pa.Table
@@ -332,19 +334,24 @@ class _Spool:
     def __init__(self, rel: Tabular, directory: Path | None, batch_rows: int) -> None:
         self._dir = tempfile.TemporaryDirectory(prefix="forensics-export-", dir=directory)
         self.path = Path(self._dir.name) / "result.arrow"
-        reader = record_batches(rel, batch_rows)
-        self.schema = reader.schema
-        self.choices: list[bool | None] = [None] * len(self.schema)
-        self.num_rows = 0
-        with pa.OSFile(str(self.path), "wb") as sink, pa.ipc.new_file(sink, self.schema) as writer:
-            for batch in reader:
-                for i, col in enumerate(batch.columns):
-                    self.choices[i] = combine_choices(self.choices[i], column_choice(col), col.type)
-                writer.write_batch(batch)
-                self.num_rows += batch.num_rows
+        try:
+            reader = record_batches(rel, batch_rows)
+            self.schema = reader.schema
+            self.choices: list[bool | None] = [None] * len(self.schema)
+            self.num_rows = 0
+            with pa.OSFile(str(self.path), "wb") as sink, pa.ipc.new_file(sink, self.schema) as writer:
+                for batch in reader:
+                    for i, col in enumerate(batch.columns):
+                        self.choices[i] = combine_choices(self.choices[i], column_choice(col), col.type)
+                    writer.write_batch(batch)
+                    self.num_rows += batch.num_rows
+        except BaseException:
+            self._dir.cleanup()
+            raise
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        with pa.memory_map(str(self.path)) as source:
+        # read, not memory-mapped: a mapped file's pages count in the process's RSS as it is read
+        with pa.OSFile(str(self.path)) as source:
             file = pa.ipc.open_file(source)
             for i in range(file.num_record_batches):
                 yield file.get_batch(i)
@@ -421,9 +428,25 @@ def _written_whole(out: Path) -> Iterator[Path]:
         partial.unlink(missing_ok=True)
 
 
+#: What a result is read under (``Case.exporting``): a zero-argument context manager factory.
+Budget: TypeAlias = Callable[[], contextlib.AbstractContextManager[Any]]
+
+
+def _under(budget: Budget | None, read: Callable[[], _T]) -> _T:
+    """``read()`` under ``budget``; once more without it when DuckDB runs out of memory inside (a plan
+    that cannot spill under the small budget is read as any query is: never a failed export)."""
+    if budget is None:
+        return read()
+    try:
+        with budget():
+            return read()
+    except duckdb.OutOfMemoryException:
+        return read()
+
+
 def _write_text(fmt: TableFormat, rel: Tabular, params: dict[str, Any], stream: IO[str],
-                spool_dir: Path | None, batch_rows: int) -> int:
-    spool = _Spool(rel, spool_dir, batch_rows)
+                spool_dir: Path | None, batch_rows: int, budget: Budget | None = None) -> int:
+    spool = _under(budget, lambda: _Spool(rel, spool_dir, batch_rows))
     try:
         names = list(spool.schema.names)
         if fmt == "csv":
@@ -448,12 +471,15 @@ def write_output(
     stream: IO[str] | None = None,
     title: str | None = None,
     batch_rows: int = BATCH_ROWS,
+    budget: Budget | None = None,
 ) -> int:
     """Render ``rel`` in ``fmt`` to ``out`` (a path) or to ``stream`` (default stdout); the result's row count.
 
     CSV, JSON, JSON Lines and Parquet are streamed: the result is read once, in batches of
     ``batch_rows``, so memory stays bounded whatever the number of rows; a file appears whole or
     not at all. A terminal table shows the first rows only (the count is of all of them).
+    ``budget`` (``case.exporting`` for a full export) is what the result is read under; where
+    DuckDB runs out of memory inside it, the result is read again without it.
 
     Example:
         >>> rows = write_output(duckdb.sql("SELECT 1 AS x UNION ALL SELECT 2"), "csv", None)
@@ -469,17 +495,18 @@ def write_output(
     if fmt == "parquet":
         if out is None:
             raise ParameterError("--format parquet needs -o FILE", hint="parquet is binary")
-        return _write_parquet(rel, Path(out), params, batch_rows)
+        target = Path(out)
+        return _under(budget, lambda: _write_parquet(rel, target, params, batch_rows))
     if fmt == "table":
         return _write_table(rel, out, stream or sys.stdout, title)
     if out is None:
         stream = stream or sys.stdout
-        rows = _write_text(fmt, rel, params, stream, None, batch_rows)
+        rows = _write_text(fmt, rel, params, stream, None, batch_rows, budget)
         stream.flush()
         return rows
     out = Path(out)
     with _written_whole(out) as path, path.open("w", encoding="utf-8", newline="") as fh:
-        rows = _write_text(fmt, rel, params, fh, out.parent, batch_rows)
+        rows = _write_text(fmt, rel, params, fh, out.parent, batch_rows, budget)
     if fmt in ("csv", "jsonl") and params:
         Path(str(out) + ".params.json").write_text(
             json.dumps(params, default=_jsonable, indent=2, sort_keys=True) + "\n", encoding="utf-8"
