@@ -104,15 +104,15 @@ def test_an_interrupted_export_leaves_the_old_file_and_no_partial(monkeypatch: p
     out = tmp_path / "chain.csv"
     out.write_text("the previous export\n")
     calls = {"n": 0}
-    real = export.csv_rows
+    real = export.csv_column
 
-    def second_batch_interrupted(batch: Any, choices: Any = None) -> str:
+    def second_batch_interrupted(col: Any, choice: Any = None) -> Any:
         calls["n"] += 1
-        if calls["n"] > 1:  # the second batch
+        if calls["n"] > 2:  # two columns: the second batch
             raise KeyboardInterrupt
-        return real(batch, choices)
+        return real(col, choice)
 
-    monkeypatch.setattr(export, "csv_rows", second_batch_interrupted)
+    monkeypatch.setattr(export, "csv_column", second_batch_interrupted)
     with pytest.raises(KeyboardInterrupt):
         write_output(duckdb.sql("SELECT range AS n, range AS m FROM range(10)"), "csv", out, batch_rows=5)
     assert out.read_text() == "the previous export\n"
@@ -166,9 +166,7 @@ _TS = dt.datetime(2026, 9, 2, 4, 51, 17)
 _SGT = dt.timezone(dt.timedelta(hours=8))
 
 
-@pytest.mark.parametrize(
-    ("values", "kind"),
-    [
+_COLUMN_CASES = [
         (["plain", None, "", "=HYPERLINK(\"x\")", "+1", "-3", "-3.5e2", "-x", "@SUM(A1)", "\tt", "\rr", "'=x", "''",
           "'", "'a", "a,b", 'say "hi"', "two\nlines", "cr\ronly", "ünïcode", "-١٢", "=", "é,\"\n"], pa.string()),
         (["=a", "b,c", None], pa.large_string()),
@@ -190,14 +188,27 @@ _SGT = dt.timezone(dt.timedelta(hours=8))
         ([decimal.Decimal("1.50"), decimal.Decimal("2.00"), None], pa.decimal128(9, 2)),
         ([["a", "b"], [], None, ["=x"]], pa.list_(pa.string())),
         ([{"k": 1}, None], pa.struct([("k", pa.int64())])),
-    ],
-)
+    ]
+
+
+@pytest.mark.parametrize(("values", "kind"), _COLUMN_CASES)
 def test_csv_columns_are_cell_for_cell_the_python_rendering(values: list[Any], kind: pa.DataType) -> None:
     # the vectorised cells of a streamed export against csv_text over Python values, its definition
     col = pa.array(values, type=kind)
     batch = pa.record_batch({"c": col, "n": pa.array(range(len(values)))})
     names, rows = rows_for_output(pa.Table.from_batches([batch]))
     assert export.csv_rows(batch) == csv_text(names, rows)[len("c,n\n"):]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+@pytest.mark.parametrize(("values", "kind"), _COLUMN_CASES)
+def test_json_values_are_value_for_value_json_dumps(values: list[Any], kind: pa.DataType, fmt: str,
+                                                    tmp_path: Path) -> None:
+    table = pa.table({"c": pa.array(values, type=kind), "n": pa.array(range(len(values))),
+                      "ctl": pa.array(["a\x01b\tc\n" if i % 2 else "\\ \"q\" é" for i in range(len(values))])})
+    out = tmp_path / f"out.{fmt}"
+    write_output(table, fmt, out, {"p": 1}, batch_rows=3)
+    assert out.read_text(encoding="utf-8") == _whole(fmt, table, {"p": 1})
 
 
 def test_csv_rows_of_a_sliced_batch_are_its_own_rows() -> None:

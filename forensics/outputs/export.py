@@ -310,14 +310,7 @@ def csv_rows(batch: pa.RecordBatch, choices: Sequence[bool | None] | None = None
         return "\n" * int(batch.num_rows)
     cols = [csv_column(batch.column(i), None if choices is None else choices[i]) for i in range(n)]
     lines = pc.binary_join_element_wise(*cols, ",") if n > 1 else cols[0]
-    lines = pc.binary_join_element_wise(lines, "", "\n")
-    data = lines.buffers()[2]
-    if data is None:
-        return ""
-    offs = np.frombuffer(lines.buffers()[1], dtype=np.int64 if pa.types.is_large_string(lines.type) else np.int32)
-    lo, hi = int(offs[lines.offset]), int(offs[lines.offset + len(lines)])
-    text: str = data.to_pybytes()[lo:hi].decode("utf-8")
-    return text
+    return _joined(pc.binary_join_element_wise(lines, "", "\n"))
 
 
 #: rows per batch of a streamed export: small enough that a batch's Python values stay a few MB
@@ -381,10 +374,87 @@ def record_batches(rel: Tabular, batch_rows: int = BATCH_ROWS) -> pa.RecordBatch
     return pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=batch_rows))
 
 
+def json_column(col: pa.Array, choice: bool | None = None) -> pa.Array:
+    """A column's JSON values as text (``null`` for NULL), value for value what ``json.dumps`` writes
+    for the output values (:func:`_python_column`, ``ensure_ascii=False``).
+
+    Computed by Arrow a column at a time, as :func:`csv_column`: text is escaped column-wide (the
+    rare cell with a control character goes through ``json.dumps``); floats, dates and decimals
+    render each distinct value once; any other type every value, with ``json.dumps`` itself.
+
+    Example:
+        >>> json_column(pa.array(['say "hi"', None, "a\\\\b"])).to_pylist()
+        ['"say \\\\"hi\\\\""', 'null', '"a\\\\\\\\b"']
+    """
+    if choice is None:
+        choice = column_choice(col)
+    t = col.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        col = col.cast(pa.string())
+        control = pc.fill_null(pc.match_substring_regex(col, r"[\x00-\x1f]"), False)
+        text = pc.replace_substring(pc.replace_substring(col, "\\", "\\\\"), '"', '\\"')
+        text = pc.binary_join_element_wise('"', text, '"', "")
+        if _any(control):  # rare: json.dumps's own escapes (\n, \t, \u0001, ...)
+            fixed = [_json(v) for v in col.filter(control).to_pylist()]
+            text = pc.replace_with_mask(text, control, pa.array(fixed, type=pa.string()))
+        return pc.fill_null(text, "null")
+    if pa.types.is_integer(t):
+        return pc.fill_null(pc.cast(col, pa.string()), "null")
+    if pa.types.is_boolean(t):
+        return pc.fill_null(pc.if_else(col, "true", "false"), "null")
+    if pa.types.is_timestamp(t) and t.unit != "ns":
+        cells = _timestamp_cells(col, bool(choice))
+        if cells is not None:
+            quoted = pc.binary_join_element_wise('"', cells, '"', "")
+            return pc.if_else(col.is_null(), "null", quoted)
+    if pa.types.is_floating(t) or pa.types.is_date(t) or pa.types.is_decimal(t):
+        enc = pc.dictionary_encode(col)
+        values = pa.array([_json(v) for v in _python_column(enc.dictionary, choice)], type=pa.string())
+        return pc.fill_null(values.take(enc.indices), "null")
+    return pa.array([_json(v) for v in _python_column(col, choice)], type=pa.string())
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=_jsonable, ensure_ascii=False)
+
+
+def _nested(schema: pa.Schema) -> bool:
+    return any(pa.types.is_nested(f.type) for f in schema)
+
+
+def _json_records(batch: pa.RecordBatch, choices: Sequence[bool | None], sep: str, end: str) -> pa.Array:
+    """Each row as a JSON object: ``{`` + ``"name": value`` joined by ``sep`` + ``end``."""
+    parts = [pc.binary_join_element_wise(_json(name) + ": ", json_column(batch.column(i), choices[i]), "")
+             for i, name in enumerate(batch.schema.names)]
+    body = pc.binary_join_element_wise(*parts, sep) if len(parts) > 1 else parts[0]
+    return pc.binary_join_element_wise("{", body, end, "")
+
+
+def _fast_json(names: Sequence[str], spool: _Spool, *, document: bool) -> bool:
+    # every column by Arrow: unique names (a dict keeps one of a repeated name), and for the
+    # indented document no nested values (json.dumps indents inside them)
+    return bool(names) and len(set(names)) == len(names) and not (document and _nested(spool.schema))
+
+
+def _joined(lines: pa.Array) -> str:
+    data = lines.buffers()[2]
+    if data is None:
+        return ""
+    offs = np.frombuffer(lines.buffers()[1], dtype=np.int32)
+    lo, hi = int(offs[lines.offset]), int(offs[lines.offset + len(lines)])
+    text: str = data.to_pybytes()[lo:hi].decode("utf-8")
+    return text
+
+
 def _json_lines(names: Sequence[str], spool: _Spool) -> Iterator[str]:
-    for rows in spool.rows():
-        for r in rows:
-            yield json.dumps(dict(zip(names, r, strict=True)), default=_jsonable, ensure_ascii=False) + "\n"
+    if not _fast_json(names, spool, document=False):
+        for rows in spool.rows():
+            for r in rows:
+                yield json.dumps(dict(zip(names, r, strict=True)), default=_jsonable, ensure_ascii=False) + "\n"
+        return
+    for batch in spool.batches():
+        if batch.num_rows:
+            yield _joined(_json_records(batch, spool.choices, ", ", "}\n"))
 
 
 def _json_document(names: Sequence[str], spool: _Spool, params: dict[str, Any]) -> Iterator[str]:
@@ -392,12 +462,22 @@ def _json_document(names: Sequence[str], spool: _Spool, params: dict[str, Any]) 
     head = json.dumps(params, default=_jsonable, indent=2, ensure_ascii=False).replace("\n", "\n  ")
     yield '{\n  "parameters": ' + head + ',\n  "rows": ['
     first = True
-    for rows in spool.rows():
-        for r in rows:
-            record = json.dumps(dict(zip(names, r, strict=True)), default=_jsonable, indent=2,
-                                ensure_ascii=False).replace("\n", "\n    ")
-            yield ("\n    " if first else ",\n    ") + record
+    if _fast_json(names, spool, document=True):
+        for batch in spool.batches():
+            if not batch.num_rows:
+                continue
+            # a flat record indented: '{\n  "k": v,\n  ...\n}', each line 4 deeper in the list
+            records = _json_records(batch, spool.choices, ",\n      ", "\n    }")
+            records = pc.utf8_replace_slice(records, 0, 1, "{\n      ")
+            yield ("\n    " if first else ",\n    ") + _joined(pc.binary_join_element_wise(records, "", ",\n    "))[:-6]
             first = False
+    else:
+        for rows in spool.rows():
+            for r in rows:
+                record = json.dumps(dict(zip(names, r, strict=True)), default=_jsonable, indent=2,
+                                    ensure_ascii=False).replace("\n", "\n    ")
+                yield ("\n    " if first else ",\n    ") + record
+                first = False
     yield ("]" if first else "\n  ]") + "\n}\n"
 
 
