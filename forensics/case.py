@@ -496,14 +496,27 @@ class Case:
             ...     case.sql("SELECT current_setting('threads')").fetchall()
             [(1,)]
         """
+        with self.capped(EXPORT_MEMORY_LIMIT_BYTES), self.single_threaded():
+            yield
+
+    @contextlib.contextmanager
+    def single_threaded(self) -> Iterator[None]:
+        """Run DuckDB on one thread while the block runs (each thread holds its own share of a sort
+        or join's memory), then on as many as before, also after an error.
+
+        Example:
+            >>> case = open_case(":memory:")
+            >>> with case.single_threaded():
+            ...     case.sql("SELECT current_setting('threads')").fetchall()
+            [(1,)]
+        """
         row = self.con.execute("SELECT current_setting('threads')").fetchone()
         threads = int(row[0]) if row else 1
-        with self.capped(EXPORT_MEMORY_LIMIT_BYTES):
-            self.con.execute("SET threads = 1")
-            try:
-                yield
-            finally:
-                self.con.execute(f"SET threads = {threads}")
+        self.con.execute("SET threads = 1")
+        try:
+            yield
+        finally:
+            self.con.execute(f"SET threads = {threads}")
 
     def check_output(self, out: str | os.PathLike[str]) -> Path:
         """Refuse to write ``out`` over this case or any of its evidence files (see :func:`check_output`)."""

@@ -310,8 +310,8 @@ def refresh(case: Case, *, force: bool = False) -> bool:
     (``Case.loading``) in a transaction of its own that also records what it was built from: one
     transaction for all of them kept every new table (and the one it replaces) in memory until the
     commit, out of memory under the budget at 1 M requests. A fact DuckDB cannot build under the
-    load budget (out of memory: its plan could not spill) is built again under the query limit. A
-    refresh that fails or is interrupted
+    load budget (out of memory: its plan could not spill) is built again under it on one thread, and
+    if that fails too under the query limit. A refresh that fails or is interrupted
     leaves the facts it did not finish marked stale, and the next query or close builds them (and
     only them) again. The case must be writable.
 
@@ -339,10 +339,16 @@ def refresh(case: Case, *, force: bool = False) -> bool:
                 with case.loading(REFRESH_RESERVE_BYTES):
                     _build(con, name, present, keys)
             except duckdb.OutOfMemoryException:
-                # DuckDB could not spill this fact's plan under the load budget (seen at 1 M
-                # requests: request_chains of an engine-only case, once in four runs): built again
-                # under the query limit, as a query reading the case would run, not left unbuilt
-                _build(con, name, present, keys)
+                # DuckDB could not spill this fact's plan under the load budget (at 1 M requests,
+                # request_chains of an engine-only case, one run in two): built again under the same
+                # budget on one thread (every thread holds its own share of a join: 4 s and 696 MiB
+                # peak, where the query limit's retry peaked at 1.7 GiB), and only if that fails too
+                # under the query limit, as a query reading the case would run: never left unbuilt
+                try:
+                    with case.loading(REFRESH_RESERVE_BYTES), case.single_threaded():
+                        _build(con, name, present, keys)
+                except duckdb.OutOfMemoryException:
+                    _build(con, name, present, keys)
     except duckdb.Error as exc:
         from forensics.sources.ledger import _interrupted
 

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -419,3 +420,45 @@ def test_a_fact_that_runs_out_of_memory_under_the_load_budget_is_built_under_the
         for fact, rows in expected.items():
             assert case.con.execute(f"SELECT * FROM {fact} ORDER BY ALL").fetchall() == rows
         assert not facts._stale(case.con, facts._keys(case.con))
+
+
+@pytest.mark.parametrize(
+    ("fails", "attempts"),
+    [
+        # (which attempts run out of memory, the settings each attempt of request_chains ran under)
+        (set(), [("budget", "threads")]),
+        ({1}, [("budget", "threads"), ("budget", "1")]),
+        ({1, 2}, [("budget", "threads"), ("budget", "1"), ("query", "threads")]),
+    ],
+    ids=["fits", "one-thread-fits", "only-the-query-limit-fits"],
+)
+def test_a_fact_out_of_memory_is_built_on_one_thread_under_the_budget_before_the_query_limit(
+        sample_case_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: set[int],
+        attempts: list[tuple[str, str]]) -> None:
+    # at 1 M requests request_chains ran out of memory under the load budget one run in two, and
+    # the query limit's retry peaked at 1.7 GiB; one thread under the same budget fits (696 MiB)
+    path = tmp_path / "case.duckdb"
+    shutil.copyfile(sample_case_path, path)
+    with forensics.open_case(path) as case:
+        expected = case.con.execute("SELECT * FROM request_chains ORDER BY ALL").fetchall()
+        case.con.execute("SET threads = 2")  # (a one-core machine's default would read as one thread)
+        threads = case.con.execute("SELECT current_setting('threads')").fetchone()
+        query_limit = case.con.execute("SELECT current_setting('memory_limit')").fetchone()
+        seen: list[tuple[str, str]] = []
+        real = facts._build
+
+        def build(con: Any, name: str, *args: Any) -> None:
+            if name == "request_chains":
+                limit, n = con.execute("SELECT current_setting('memory_limit'), current_setting('threads')").fetchone()
+                seen.append(("query" if (limit,) == query_limit else "budget",
+                             "threads" if (n,) == threads else str(n)))
+                if len(seen) in fails:
+                    raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block")
+            real(con, name, *args)
+
+        monkeypatch.setattr(facts, "_build", build)
+        assert case.refresh(force=True)
+        assert seen == attempts
+        assert case.con.execute("SELECT * FROM request_chains ORDER BY ALL").fetchall() == expected
+        assert case.con.execute("SELECT current_setting('threads')").fetchone() == threads
+        assert case.con.execute("SELECT current_setting('memory_limit')").fetchone() == query_limit
