@@ -242,25 +242,33 @@ def csv_column(col: pa.Array, choice: bool | None = None) -> pa.Array:
         >>> csv_column(pa.array(["=1+1", "a,b", None, "ok"])).to_pylist()
         ["'=1+1", '"a,b"', '', 'ok']
     """
+    return _column_text(col, choice, text=_text_cells, null="", value=_cell, stamps=lambda _col, cells: cells)
+
+
+def _column_text(col: pa.Array, choice: bool | None, *, text: Callable[[pa.Array], pa.Array], null: str,
+                 value: Callable[[Any], str], stamps: Callable[[pa.Array, pa.Array], pa.Array]) -> pa.Array:
+    """A column as one format's text (:func:`csv_column`, :func:`json_column`): ``text`` renders a
+    string column, ``value`` one output value (:func:`_python_column`), ``stamps`` a timestamp
+    column from its ISO cells; NULL is ``null``."""
     if choice is None:
         choice = column_choice(col)
     t = col.type
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         # (a batch's text fits 32-bit offsets: the cells of a line are joined as one type)
-        return _text_cells(col.cast(pa.string()))
+        return text(col.cast(pa.string()))
     if pa.types.is_integer(t):
-        return pc.fill_null(pc.cast(col, pa.string()), "")
+        return pc.fill_null(pc.cast(col, pa.string()), null)
     if pa.types.is_boolean(t):
-        return pc.fill_null(pc.if_else(col, "true", "false"), "")
+        return pc.fill_null(pc.if_else(col, "true", "false"), null)
     if pa.types.is_timestamp(t) and t.unit != "ns":
         cells = _timestamp_cells(col, bool(choice))
         if cells is not None:
-            return cells
+            return stamps(col, cells)
     if pa.types.is_floating(t) or pa.types.is_date(t) or pa.types.is_decimal(t):
         enc = pc.dictionary_encode(col)
-        cells = pa.array([_cell(v) for v in _python_column(enc.dictionary, choice)], type=pa.string())
-        return pc.fill_null(cells.take(enc.indices), "")
-    return pa.array([_cell(v) for v in _python_column(col, choice)], type=pa.string())
+        values = pa.array([value(v) for v in _python_column(enc.dictionary, choice)], type=pa.string())
+        return pc.fill_null(values.take(enc.indices), null)
+    return pa.array([value(v) for v in _python_column(col, choice)], type=pa.string())
 
 
 def _any(mask: pa.Array) -> bool:
@@ -386,32 +394,21 @@ def json_column(col: pa.Array, choice: bool | None = None) -> pa.Array:
         >>> json_column(pa.array(['say "hi"', None, "a\\\\b"])).to_pylist()
         ['"say \\\\"hi\\\\""', 'null', '"a\\\\\\\\b"']
     """
-    if choice is None:
-        choice = column_choice(col)
-    t = col.type
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        col = col.cast(pa.string())
-        control = pc.fill_null(pc.match_substring_regex(col, r"[\x00-\x1f]"), False)
-        text = pc.replace_substring(pc.replace_substring(col, "\\", "\\\\"), '"', '\\"')
-        text = pc.binary_join_element_wise('"', text, '"', "")
-        if _any(control):  # rare: json.dumps's own escapes (\n, \t, \u0001, ...)
-            fixed = [_json(v) for v in col.filter(control).to_pylist()]
-            text = pc.replace_with_mask(text, control, pa.array(fixed, type=pa.string()))
-        return pc.fill_null(text, "null")
-    if pa.types.is_integer(t):
-        return pc.fill_null(pc.cast(col, pa.string()), "null")
-    if pa.types.is_boolean(t):
-        return pc.fill_null(pc.if_else(col, "true", "false"), "null")
-    if pa.types.is_timestamp(t) and t.unit != "ns":
-        cells = _timestamp_cells(col, bool(choice))
-        if cells is not None:
-            quoted = pc.binary_join_element_wise('"', cells, '"', "")
-            return pc.if_else(col.is_null(), "null", quoted)
-    if pa.types.is_floating(t) or pa.types.is_date(t) or pa.types.is_decimal(t):
-        enc = pc.dictionary_encode(col)
-        values = pa.array([_json(v) for v in _python_column(enc.dictionary, choice)], type=pa.string())
-        return pc.fill_null(values.take(enc.indices), "null")
-    return pa.array([_json(v) for v in _python_column(col, choice)], type=pa.string())
+    return _column_text(col, choice, text=_json_text, null="null", value=_json, stamps=_json_stamps)
+
+
+def _json_text(col: pa.Array) -> pa.Array:
+    control = pc.fill_null(pc.match_substring_regex(col, r"[\x00-\x1f]"), False)
+    text = pc.replace_substring(pc.replace_substring(col, "\\", "\\\\"), '"', '\\"')
+    text = pc.binary_join_element_wise('"', text, '"', "")
+    if _any(control):  # rare: json.dumps's own escapes (\n, \t, \u0001, ...)
+        fixed = [_json(v) for v in col.filter(control).to_pylist()]
+        text = pc.replace_with_mask(text, control, pa.array(fixed, type=pa.string()))
+    return pc.fill_null(text, "null")
+
+
+def _json_stamps(col: pa.Array, cells: pa.Array) -> pa.Array:
+    return pc.if_else(col.is_null(), "null", pc.binary_join_element_wise('"', cells, '"', ""))
 
 
 def _json(value: Any) -> str:
