@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from forensics.sources.bytescan import newlines
+
 #: ``collector_us`` value of a line whose wrapper gave no time (or that has no wrapper).
 NO_TIME = np.iinfo(np.int64).min
 
@@ -186,7 +188,8 @@ class LineBatch:
         return pa.array(out, type=pa.large_string())
 
     @classmethod
-    def from_bytes(cls, data: bytes, *, first_line: int = 1, first_offset: int = 0) -> LineBatch:
+    def from_bytes(cls, data: bytes | bytearray | memoryview, *, first_line: int = 1,
+                   first_offset: int = 0) -> LineBatch:
         """Plain text: one logical line per physical line (``\\n``, ``\\r\\n``; a last line without one).
 
         ``data`` should hold whole lines; a final line without a terminator is kept as a line.
@@ -196,7 +199,7 @@ class LineBatch:
             0
         """
         buf = np.frombuffer(data, dtype=np.uint8)
-        nl = np.flatnonzero(buf == 10).astype(np.int64)
+        nl = newlines(buf)
         ends = nl
         if buf.size and (nl.size == 0 or nl[-1] != buf.size - 1):
             ends = np.append(nl, buf.size)

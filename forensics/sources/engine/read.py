@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from forensics.sources.bytescan import byte_counts
 from forensics.sources.collect.blocks import StreamStatus, iter_blocks
 from forensics.sources.lines import LineBatch
 
@@ -51,8 +52,9 @@ def _valid_utf8(data: np.ndarray) -> bool:
 def repair(batch: LineBatch, counts: Repairs) -> LineBatch:
     """Lines with invalid UTF-8 or ANSI codes rewritten (into an extension of the buffer)."""
     buf = batch.buf
-    has_esc = bool(np.any(buf == 27))
-    valid = _valid_utf8(buf)
+    esc, high = byte_counts(buf)  # one pass, no temporary as large as the block
+    has_esc = esc > 0
+    valid = high == 0 or _valid_utf8(buf)  # ASCII is valid UTF-8
     if valid and not has_esc:
         return batch
     extra = bytearray()
