@@ -104,11 +104,18 @@ def reference(b: bytes) -> list[tuple[int, int]]:
     return out
 
 
-def _compiled(b: bytes) -> list[tuple[int, int]]:
-    buf = read_only(np.frombuffer(b, dtype=np.uint8).copy())
+def _compiled(b: bytes, at: int = 0) -> list[tuple[int, int]]:
+    """The compiled tokeniser's spans (relative to the record) of ``b`` placed at byte ``at`` of a
+    block whose other bytes are specials (quotes, ``=``): the bitmap's word edges fall anywhere in
+    the record and nothing may be read past its end."""
+    pad = b"'=\"" * (at // 3 + 1)
+    block = pad[:at] + b + pad[: 130]
+    buf = read_only(np.frombuffer(block, dtype=np.uint8).copy())
     out = np.empty((1, xr.N_FIELDS, 2), dtype=np.int64)
-    xr._scan_one(buf, 0, len(b), out, 0, xr._A_DATA, xr._A_OFFS, xr._B_DATA, xr._B_OFFS, xr._WORD)
-    return [(int(out[0, f, 0]), int(out[0, f, 1])) for f in range(xr.N_FIELDS)]
+    xr._scan_one(buf, xr.specials(buf), at, at + len(b), out, 0, xr._A_DATA, xr._A_OFFS, xr._B_DATA, xr._B_OFFS,
+                 xr._WORD)
+    return [(int(out[0, f, 0]) - at if out[0, f, 0] >= 0 else -1, int(out[0, f, 1]) - at if out[0, f, 1] >= 0 else -1)
+            for f in range(xr.N_FIELDS)]
 
 
 _PIECES = [
@@ -125,7 +132,7 @@ def test_the_tokeniser_finds_the_fields_its_definition_finds(seed: int) -> None:
     rng = random.Random(seed)
     for _ in range(400):
         record = "".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 40))).encode("utf-8")
-        assert _compiled(record) == reference(record), record
+        assert _compiled(record, rng.randrange(200)) == reference(record), record
 
 
 @pytest.mark.parametrize(
@@ -140,7 +147,11 @@ def test_the_tokeniser_finds_the_fields_its_definition_finds(seed: int) -> None:
         b"headers={'x-request-id': 'h'}, rid=r",
         b"'unclosed rid='r'",
         b"rid=a b c, bootstrap_room=7)",
+        b"text='" + b"x" * 70 + b"', rid='after a literal longer than a bitmap word'",
+        b"text='" + b"y" * 200 + b"\\'" + b"z" * 64 + b"', rid='r'",
+        b"rid='unclosed at the end of the record",
     ],
 )
-def test_the_tokeniser_on_the_shapes_that_matter(record: bytes) -> None:
-    assert _compiled(record) == reference(record)
+@pytest.mark.parametrize("at", [0, 1, 63, 64, 127])
+def test_the_tokeniser_on_the_shapes_that_matter(record: bytes, at: int) -> None:
+    assert _compiled(record, at) == reference(record)

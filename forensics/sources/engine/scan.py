@@ -366,7 +366,9 @@ class Scanner:
 
     def _requests(self, ctx: _Ctx, rows: np.ndarray, finished: bool) -> dict[str, pa.Array]:
         buf = ctx.buf
-        r = xr.scan_requests(buf, ctx.msg[rows], ctx.batch.ends[rows], finished=finished)
+        if ctx.specials is None:  # one bitmap for the block's Receive and Finish records
+            ctx.specials = xr.specials(buf)
+        r = xr.scan_requests(buf, ctx.msg[rows], ctx.batch.ends[rows], finished=finished, bm=ctx.specials)
         cols: dict[str, pa.Array] = {}
         cols["kind"] = _repeat("finished" if finished else "received", rows.shape[0])
         for name, c in (("rid", xr.C_RID), ("bootstrap_host", xr.C_HOST), ("header_request_id", xr.C_HEADER_ID),
@@ -566,6 +568,8 @@ class _Ctx:
     inferred: Any
     attached: Any
     kinds: np.ndarray
+    #: ``extract_request.specials`` of the buffer, made by the first request kind that needs it
+    specials: Any = None
 
 
 #: A bulk kind's prepared part: its table, its columns but the times, and how they are assembled.
