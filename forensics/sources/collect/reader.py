@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from forensics.errors import InputError
-from forensics.sources.collect.blocks import BLOCK_BYTES, StreamStatus, iter_blocks
+from forensics.sources.collect.blocks import BLOCK_BYTES, BlockStream, StreamStatus
 from forensics.sources.lines import LineBatch
 
 #: A physical line longer than this is rejected (its first bytes kept) instead of being held in
@@ -107,21 +107,27 @@ class LineReader:
                              where=str(path), hint="offsets start at 0, lines at 1")
 
     def __iter__(self) -> Iterator[LineBatch]:
+        res = self.result
+        status = res.status
+        stream = BlockStream(self.path, status, block_bytes=self.block_bytes, skip=self.start_offset,
+                             threaded=self.threaded)
+        try:
+            yield from self._lines(stream)
+        finally:
+            stream.close()
+
+    def _lines(self, stream: BlockStream) -> Iterator[LineBatch]:
         from forensics.sources.collect.detect import detect_wrapper, make_wrapper
 
         res = self.result
         status = res.status
-        blocks = iter_blocks(self.path, status, block_bytes=self.block_bytes, skip=self.start_offset,
-                             threaded=self.threaded)
         # the first blocks up to HEAD_BYTES (whatever the block size) show the wrapper
-        ahead: list[bytes] = []
+        ahead: list[bytes | bytearray] = []
         got = 0
-        for blk in blocks:
+        while got < HEAD_BYTES and (blk := stream.take()) is not None:
             ahead.append(blk)
             got += len(blk)
-            if got >= HEAD_BYTES:
-                break
-        first = b"".join(ahead[:1])
+        first = bytes(ahead[0]) if ahead else b""
         if self.start_offset and first:
             # A resume point must be the start of a line: the byte before it is a newline.
             prev = _byte_before(self.path, self.start_offset)
@@ -138,15 +144,25 @@ class LineReader:
         res.wrapper = wrap.name
         next_line = self.start_line
         offset = self.start_offset
-        pending = b""
+        pending: bytes | bytearray = b""
         skipping = False  # inside an over-long line being dropped up to its newline
         skip_line: tuple[int, bytes] | None = None
 
-        def blocks_all() -> Iterator[bytes]:
-            yield from ahead
-            yield from blocks
+        def blocks_all() -> Iterator[bytes | bytearray]:
+            # the blocks read ahead, then blocks that open with the carried-over bytes: a block is
+            # never joined to what came before it (every byte is copied once, by the stream)
+            nonlocal pending
+            for head_block in ahead:
+                joined = pending + head_block if pending else head_block
+                pending = b""
+                yield joined
+            ahead.clear()
+            while (blk := stream.take(pending)) is not None:
+                pending = b""
+                yield blk
 
-        for block in blocks_all():
+        for data in blocks_all():
+            block = data
             if skipping:
                 nl = block.find(b"\n")
                 if nl < 0:
@@ -158,26 +174,27 @@ class LineReader:
                 offset += nl + 1
                 block = block[nl + 1 :]
                 skipping, skip_line = False, None
-            data = pending + block if pending else block
+                data = block
             cut = data.rfind(b"\n")
             if cut < 0:
                 if len(data) > MAX_LINE_BYTES:
-                    skipping, skip_line, pending = True, (offset, data[:4096]), b""
+                    skipping, skip_line, pending = True, (offset, bytes(data[:4096])), b""
                     offset += len(data)
                 else:
                     pending = data
                 continue
-            whole, pending = data[: cut + 1], data[cut + 1 :]
-            phys = LineBatch.from_bytes(whole, first_line=next_line, first_offset=offset)
-            force = len(pending) + len(whole) > MAX_LINE_BYTES
+            # the whole lines are a view of the block (slicing them off copied every byte again)
+            view, pending = memoryview(data)[: cut + 1], bytes(data[cut + 1 :])
+            phys = LineBatch.from_bytes(view, first_line=next_line, first_offset=offset)
+            force = len(pending) + len(view) > MAX_LINE_BYTES
             out, used = wrap.strip(phys, final=force)
             if used < phys.phys_lines:
                 # held back: read these physical lines again with the next block
                 back = int(phys.offset[used]) - offset
-                pending = whole[back:] + pending
-                whole = whole[:back]
+                pending = bytes(view[back:]) + pending
+                view = view[:back]
             next_line += used
-            offset += len(whole)
+            offset += len(view)
             if len(out) or out.rejected or out.phys_lines:
                 yield self._account(out)
             if len(pending) > MAX_LINE_BYTES and b"\n" not in pending:
@@ -189,7 +206,7 @@ class LineReader:
             next_line += 1
         tail_rejected: list[tuple[int, str, bytes]] = []
         if pending:
-            whole = pending
+            whole = bytes(pending)
             if status.truncated:
                 # the last physical line was cut by the break of the compressed stream (bytes
                 # after complete members cut nothing: a last line without newline is a line)
