@@ -35,6 +35,16 @@ NEWLINE, SPECIAL = 0, 1
 _SCRATCH = threading.local()
 
 
+def _read_only(buf: np.ndarray) -> np.ndarray:
+    # numba compiles a kernel once per buffer flavour: blocks come writable (a plain file read into
+    # a bytearray) and read-only (a decompressed stream's bytes); one flavour, one compile
+    if not buf.flags.writeable:
+        return buf
+    view = buf.view()
+    view.flags.writeable = False
+    return view
+
+
 @numba.njit(cache=True, nogil=True)
 def _mark(buf: np.ndarray, a: int, b: int, cls: int, out: np.ndarray) -> None:
     # flat loops LLVM vectorises (~17 GB/s measured; indexing buf[a + i] instead of a slice of it
@@ -62,6 +72,7 @@ def bitmap(buf: np.ndarray, cls: int) -> np.ndarray:
         >>> [i for i in range(6) if int(bm[0]) >> i & 1]
         [2, 3, 5]
     """
+    buf = _read_only(buf)
     n = int(buf.shape[0])
     words = np.zeros(n // 64 + 1, dtype=np.uint64)
     scratch = getattr(_SCRATCH, "marks", None)
@@ -154,5 +165,5 @@ def byte_counts(buf: np.ndarray) -> tuple[int, int]:
         >>> byte_counts(np.frombuffer(b"plain", dtype=np.uint8))
         (0, 0)
     """
-    esc, high = _counts(buf)
+    esc, high = _counts(_read_only(buf))
     return int(esc), int(high)
