@@ -164,21 +164,15 @@ def _scan_one(buf: np.ndarray, bm: np.ndarray, s: int, e: int, out: np.ndarray, 
             continue
         if c == 61:
             # name=value (a kept dataclass field; the first occurrence wins)
-            i = p
-            while i > s and word[buf[i - 1]] == 1:
-                i -= 1
-            if i < p:
-                f0 = buf[i]
-                if f0 == 114 or f0 == 98 or f0 == 115 or f0 == 104:  # r b s h: the kept names' first letters
-                    n = exact_name(buf, i, p, a_data, a_offs)
-                    if n >= 0:
-                        v0 = p + 1
-                        v1 = _value_end(buf, bm, v0, e, True)
-                        if out[li, n, 0] < 0:
-                            out[li, n, 0] = v0
-                            out[li, n, 1] = v1
-                        p = v1 if v1 > v0 else v0
-                        continue
+            n = _field_before(buf, s, p, a_data, a_offs, word)
+            if n >= 0:
+                v0 = p + 1
+                v1 = _value_end(buf, bm, v0, e, True)
+                if out[li, n, 0] < 0:
+                    out[li, n, 0] = v0
+                    out[li, n, 1] = v1
+                p = v1 if v1 > v0 else v0
+                continue
             p += 1
             continue
         k = lit_end(buf, bm, p, e)
@@ -196,6 +190,30 @@ def _scan_one(buf: np.ndarray, bm: np.ndarray, s: int, e: int, out: np.ndarray, 
                 p = v1 if v1 > v0 else v0
                 continue
         p = k  # any other string literal is consumed whole
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _field_before(buf: np.ndarray, s: int, p: int, data: np.ndarray, offs: np.ndarray, word: np.ndarray) -> int:
+    """Index of the kept name that is the whole identifier ending at ``p`` (the ``=``), -1 if none.
+
+    The identifier is the run of word bytes before ``p``, back to ``s``. Each kept name is compared
+    from its last byte backwards, then the byte before it must not be a word byte: no walk back
+    over the identifier, which most ``=`` of a record (the fields not kept) never need.
+    """
+    for k in range(offs.shape[0] - 1):
+        a = offs[k]
+        ln = offs[k + 1] - a
+        i = p - ln
+        if i < s:
+            continue
+        same = True
+        for j in range(ln - 1, -1, -1):
+            if buf[i + j] != data[a + j]:
+                same = False
+                break
+        if same and (i == s or word[buf[i - 1]] == 0):
+            return k
+    return -1
 
 
 @numba.njit(cache=True, nogil=True)
