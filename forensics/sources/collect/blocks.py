@@ -134,7 +134,6 @@ class BlockStream:
         return buf
 
     def _join(self, carry: bytes | bytearray) -> bytes | None:
-        assert self._pieces is not None
         parts: list[bytes | bytearray | memoryview] = [carry] if len(carry) else []
         have = 0
         while have < self.block_bytes:
