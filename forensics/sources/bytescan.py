@@ -26,6 +26,8 @@ import numba
 import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros
 
+from forensics.sources.lines import read_only
+
 #: Bytes marked per step (a thread's scratch; small enough to stay in the core's cache).
 CHUNK = 1 << 20
 
@@ -33,16 +35,6 @@ CHUNK = 1 << 20
 NEWLINE, SPECIAL = 0, 1
 
 _SCRATCH = threading.local()
-
-
-def _read_only(buf: np.ndarray) -> np.ndarray:
-    # numba compiles a kernel once per buffer flavour: blocks come writable (a plain file read into
-    # a bytearray) and read-only (a decompressed stream's bytes); one flavour, one compile
-    if not buf.flags.writeable:
-        return buf
-    view = buf.view()
-    view.flags.writeable = False
-    return view
 
 
 @numba.njit(cache=True, nogil=True)
@@ -72,7 +64,7 @@ def bitmap(buf: np.ndarray, cls: int) -> np.ndarray:
         >>> [i for i in range(6) if int(bm[0]) >> i & 1]
         [2, 3, 5]
     """
-    buf = _read_only(buf)
+    buf = read_only(buf)  # one numba compile per kernel, whatever the block's flavour
     n = int(buf.shape[0])
     words = np.zeros(n // 64 + 1, dtype=np.uint64)
     scratch = getattr(_SCRATCH, "marks", None)
@@ -165,5 +157,5 @@ def byte_counts(buf: np.ndarray) -> tuple[int, int]:
         >>> byte_counts(np.frombuffer(b"plain", dtype=np.uint8))
         (0, 0)
     """
-    esc, high = _counts(_read_only(buf))
+    esc, high = _counts(read_only(buf))
     return int(esc), int(high)

@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from forensics.sources.bytescan import newlines
-
 #: ``collector_us`` value of a line whose wrapper gave no time (or that has no wrapper).
 NO_TIME = np.iinfo(np.int64).min
 
@@ -198,6 +196,8 @@ class LineBatch:
             >>> LineBatch.from_bytes(b"").phys_lines
             0
         """
+        from forensics.sources.bytescan import newlines  # bytescan uses read_only, defined here
+
         buf = np.frombuffer(data, dtype=np.uint8)
         nl = newlines(buf)
         ends = nl
